@@ -1,0 +1,14 @@
+// The CPU backend: Highway SIMD row kernels spread over rows by oneTBB in the caller's arena.
+// Calls arrive validated (core/validate.h).
+#pragma once
+
+#include "core/call.h"
+
+namespace fusednorm {
+
+void cpu_cast(const CastCall& call);
+void cpu_rmsnorm_quant(const RmsnormQuantCall& call);
+// Name of the Highway target that dispatch picks now ("AVX3", "AVX2", ...).
+const char* cpu_target_name();
+
+}  // namespace fusednorm

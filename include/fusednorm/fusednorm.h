@@ -1,0 +1,171 @@
+/* fusednorm: fused RMSNorm + quantization kernels. The C ABI.
+ *
+ * Conventions (every entry point):
+ * - returns a fusednorm_status; on failure fusednorm_last_error() holds a message naming the
+ *   argument and the values, for the calling thread, until its next failing call;
+ * - nothing aborts, exits or throws across this boundary; a failing call writes nothing;
+ * - tensors are DLPack DLTensors: shape and strides in elements (strides NULL = compact
+ *   row-major), 64-bit everywhere; the last dimension must be contiguous (stride 1);
+ * - the device of the tensors picks the backend (kDLCPU, kDLCUDA, kDLROCM); `stream` is the
+ *   caller's cudaStream_t / hipStream_t (NULL = default stream) and is ignored on the CPU, where
+ *   work runs on the caller's oneTBB arena;
+ * - option structs begin with `struct_size` (set by the *_init function) so they can grow.
+ *
+ * The arithmetic of every operation is defined bit for bit in docs/numerics.md.
+ */
+#ifndef FUSEDNORM_FUSEDNORM_H_
+#define FUSEDNORM_FUSEDNORM_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <dlpack/dlpack.h>
+
+#if defined(FUSEDNORM_BUILDING_LIBRARY)
+#define FUSEDNORM_API __attribute__((visibility("default")))
+#else
+#define FUSEDNORM_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FUSEDNORM_VERSION_MAJOR 0
+#define FUSEDNORM_VERSION_MINOR 1
+#define FUSEDNORM_VERSION_PATCH 0
+
+/* DLPack 1.1 type codes for FP8/FP4/E8M0. Debian 12 ships DLPack 0.6, which lacks them; the
+ * values are DLPack 1.1's, so tensors exported by PyTorch/JAX/CuPy pass through unchanged. */
+#if !defined(DLPACK_MAJOR_VERSION) || (DLPACK_MAJOR_VERSION == 1 && DLPACK_MINOR_VERSION < 1)
+enum {
+  kDLFloat8_e4m3 = 8,
+  kDLFloat8_e4m3fn = 10,
+  kDLFloat8_e4m3fnuz = 11,
+  kDLFloat8_e5m2 = 12,
+  kDLFloat8_e5m2fnuz = 13,
+  kDLFloat8_e8m0fnu = 14,
+  kDLFloat4_e2m1fn = 17
+};
+#endif
+
+typedef enum fusednorm_status {
+  FUSEDNORM_SUCCESS = 0,
+  FUSEDNORM_INVALID_ARGUMENT = 1,    /* the call is malformed: null, shape, dtype, range */
+  FUSEDNORM_UNSUPPORTED = 2,         /* well-formed, but this combination is not implemented */
+  FUSEDNORM_BACKEND_UNAVAILABLE = 3, /* no plugin / runtime / driver / device for the device */
+  FUSEDNORM_DEVICE_ERROR = 4,        /* the vendor runtime failed; message has its text */
+  FUSEDNORM_INTERNAL_ERROR = 5       /* a bug in fusednorm: please report the message */
+} fusednorm_status;
+
+/* Message of the last failure on the calling thread ("" if none). Valid until the next call. */
+FUSEDNORM_API const char* fusednorm_last_error(void);
+/* Constant name of a status, e.g. "INVALID_ARGUMENT". */
+FUSEDNORM_API const char* fusednorm_status_string(fusednorm_status status);
+
+/* ---------------------------------------------------------------- queries */
+
+/* Library version ("0.1.0") and its components. Any pointer may be NULL. */
+FUSEDNORM_API const char* fusednorm_version(int* major, int* minor, int* patch);
+
+typedef struct fusednorm_backend_info {
+  size_t struct_size;     /* in: sizeof(fusednorm_backend_info) */
+  int32_t device_type;    /* out: kDLCPU, kDLCUDA or kDLROCM */
+  int32_t available;      /* out: 1 if calls on this device type can run */
+  int32_t device_count;   /* out: devices of this type (CPU: 1) */
+  char name[32];          /* out: "cpu", "cuda", "hip" */
+  char detail[512];       /* out: CPU: SIMD target and threads; unavailable: the reason (loader
+                             or vendor text) */
+} fusednorm_backend_info;
+
+/* Fills `info` for `device_type` (kDLCPU, kDLCUDA, kDLROCM). Returns INVALID_ARGUMENT for other
+ * device types or a NULL/short struct; an unavailable backend is not an error (available = 0). */
+FUSEDNORM_API fusednorm_status fusednorm_query_backend(int32_t device_type,
+                                                       fusednorm_backend_info* info);
+
+/* Name of the Highway target the CPU backend dispatches to now ("AVX3", "AVX2", "SSE4", ...). */
+FUSEDNORM_API const char* fusednorm_cpu_target(void);
+
+/* ---------------------------------------------------------------- cast */
+
+typedef enum fusednorm_e8m0_rounding {
+  FUSEDNORM_E8M0_NEAREST = 0, /* enc_e8m0_rn: nearest power of two, ties up */
+  FUSEDNORM_E8M0_UP = 1       /* enc_e8m0_up: smallest power of two >= v */
+} fusednorm_e8m0_rounding;
+
+typedef struct fusednorm_cast_options {
+  size_t struct_size;
+  int32_t e8m0_rounding; /* fusednorm_e8m0_rounding, used when dst is e8m0; default NEAREST */
+} fusednorm_cast_options;
+
+FUSEDNORM_API void fusednorm_cast_options_init(fusednorm_cast_options* options);
+
+/* dst = enc_dst(dec_src(src)) element-wise with the library's encoders (docs/numerics.md §1).
+ * src, dst: same shape, on the same device; dtypes any of f32, f16, bf16, int8, the five FP8
+ * formats, f4e2m1 (two per byte, low nibble first; last dimension even, compact rows) and e8m0.
+ * NaN keeps its sign where the destination has a signed NaN. options may be NULL (defaults).
+ * Returns INVALID_ARGUMENT (null, shape, device, stride) or UNSUPPORTED (dtype). */
+FUSEDNORM_API fusednorm_status fusednorm_cast(const DLTensor* src, DLTensor* dst,
+                                              const fusednorm_cast_options* options,
+                                              void* stream);
+
+/* ---------------------------------------------------------------- rmsnorm_quant */
+
+typedef enum fusednorm_norm {
+  FUSEDNORM_NORM_RMS = 0, /* y = (x * inv_rms) * (weight + weight_offset) */
+  FUSEDNORM_NORM_NONE = 1 /* quant only: y = x (weight, eps, weight_offset unused) */
+} fusednorm_norm;
+
+typedef enum fusednorm_scale_mode {
+  FUSEDNORM_SCALE_STATIC = 0,        /* `scales` is an input: one f32 dequant scale [1] */
+  FUSEDNORM_SCALE_DYNAMIC_ROW = 1,   /* one scale per row, written to `scales` [..., 1] */
+  FUSEDNORM_SCALE_DYNAMIC_GROUP = 2  /* one per group of group_size along H: [..., H/G] */
+} fusednorm_scale_mode;
+
+typedef enum fusednorm_scale_placement {
+  FUSEDNORM_SCALES_TENSOR = 0,       /* in `scales`; any 64-bit strides (row- or column-major) */
+  FUSEDNORM_SCALES_PACKED_ROW_END = 1 /* f32 scale little-endian in bytes H..H+3 of each output
+                                        row (AWS NKI layout); output last dim is H + 4;
+                                        DYNAMIC_ROW only; `scales` must be NULL */
+} fusednorm_scale_placement;
+
+typedef struct fusednorm_rmsnorm_quant_options {
+  size_t struct_size;
+  int32_t norm;            /* fusednorm_norm; default RMS */
+  int32_t scale_mode;      /* fusednorm_scale_mode; default DYNAMIC_ROW */
+  int32_t scale_placement; /* fusednorm_scale_placement; default TENSOR */
+  int32_t reserved0;
+  int64_t group_size;      /* DYNAMIC_GROUP: 32, 64 or 128; H % group_size == 0 */
+  float eps;               /* >= 0; default 1e-6 */
+  float weight_offset;     /* added to each weight (1 for Gemma); default 0 */
+  float scale_ub;          /* dynamic: upper bound on max|y| before the scale; +inf = none
+                              (default); must be > 0 */
+  float min_scale;         /* dynamic: lower bound on the scale; default 0; must be >= 0 */
+  float qmax;              /* 0 = the format's largest finite (448, 240, 57344, 127);
+                              else 0 < qmax <= that */
+} fusednorm_rmsnorm_quant_options;
+
+FUSEDNORM_API void fusednorm_rmsnorm_quant_options_init(fusednorm_rmsnorm_quant_options* options);
+
+/* RMSNorm (or quant only) followed by FP8/INT8 quantization (docs/numerics.md §3.1).
+ *   input    [..., H]  f32, f16 or bf16; in
+ *   residual [..., H]  NULL, or same shape and dtype as input; in/out: x = input + residual is
+ *                      rounded to the input dtype, written back here, and normalized
+ *   weight   [H]       f32, f16 or bf16 (gamma); in; NULL only with norm = NONE
+ *   output   [..., H]  (PACKED_ROW_END: [..., H + 4]) f8e4m3fn, f8e4m3fnuz, f8e4m3, f8e5m2,
+ *                      f8e5m2fnuz or int8; out
+ *   scales   STATIC: [1] f32 dequant scale; in.
+ *            DYNAMIC_ROW: [..., 1]; DYNAMIC_GROUP: [..., H/G]; f32, f16, bf16 or e8m0 (rounded
+ *            up, enc_e8m0_up); out; any strides, e.g. column-major [H/G, rows] with a leading
+ *            stride is shape [rows, H/G] with strides {1, ld}. NULL with PACKED_ROW_END.
+ * Every scale is a dequantization scale: y ~ dec(q) * s.
+ * Returns INVALID_ARGUMENT or UNSUPPORTED (with the argument named) and writes nothing. */
+FUSEDNORM_API fusednorm_status fusednorm_rmsnorm_quant(
+    const DLTensor* input, DLTensor* residual, const DLTensor* weight, DLTensor* output,
+    DLTensor* scales, const fusednorm_rmsnorm_quant_options* options, void* stream);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* FUSEDNORM_FUSEDNORM_H_ */

@@ -1,0 +1,69 @@
+// fusednorm's element types and their DLPack codes: the one mapping used by validation, the
+// backends, the tests and the benchmark.
+#pragma once
+
+#include <stdint.h>
+
+#include "fusednorm/fusednorm.h"
+
+namespace fusednorm {
+
+enum class DType : int {
+  kF32, kF16, kBF16, kI8,
+#define FN_MINIFLOAT(name, ...) k_##name,
+#include "math/formats.inc"
+#undef FN_MINIFLOAT
+  kE8M0,
+  kInvalid
+};
+
+struct DTypeInfo {
+  DType type;
+  const char* name;
+  uint8_t dl_code;
+  uint8_t bits;
+};
+
+inline constexpr DTypeInfo kDTypes[] = {
+    {DType::kF32, "f32", kDLFloat, 32},
+    {DType::kF16, "f16", kDLFloat, 16},
+    {DType::kBF16, "bf16", kDLBfloat, 16},
+    {DType::kI8, "int8", kDLInt, 8},
+#define FN_MINIFLOAT(name, dl, e, m, ...) {DType::k_##name, #name, uint8_t(dl), uint8_t(1 + e + m)},
+#include "math/formats.inc"
+#undef FN_MINIFLOAT
+    {DType::kE8M0, "e8m0", kDLFloat8_e8m0fnu, 8},
+};
+
+inline const char* dtype_name(DType t) {
+  for (const auto& d : kDTypes)
+    if (d.type == t) return d.name;
+  return "invalid";
+}
+
+inline int dtype_bits(DType t) {
+  for (const auto& d : kDTypes)
+    if (d.type == t) return d.bits;
+  return 0;
+}
+
+// DLDataType -> DType (lanes must be 1); kInvalid if fusednorm has no such type.
+inline DType dtype_from_dl(DLDataType t) {
+  if (t.lanes != 1) return DType::kInvalid;
+  for (const auto& d : kDTypes)
+    if (d.dl_code == t.code && d.bits == t.bits) return d.type;
+  return DType::kInvalid;
+}
+
+inline DLDataType dl_from_dtype(DType t) {
+  for (const auto& d : kDTypes)
+    if (d.type == t) return DLDataType{d.dl_code, d.bits, 1};
+  return DLDataType{0, 0, 0};
+}
+
+inline bool is_input_dtype(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; }
+inline bool is_quant_dtype(DType t) {
+  return t == DType::kI8 || (t >= DType::k_f8e4m3fn && t <= DType::k_f8e5m2fnuz);
+}
+
+}  // namespace fusednorm

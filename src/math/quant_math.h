@@ -1,0 +1,312 @@
+// THE shared quantization math of fusednorm: encoders, decoders and the per-row scalar formulas
+// of docs/numerics.md. Header-only, compiled for the host (C++17) and for CUDA/HIP devices; it
+// includes no vendor header. Every backend calls these functions or reproduces them exactly
+// (the CPU SIMD encoders in backends/cpu/ are tested equal to these over all 2^32 f32 inputs).
+#pragma once
+
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define FN_HD __host__ __device__ __forceinline__
+#else
+#define FN_HD inline
+#endif
+
+namespace fusednorm {
+namespace math {
+
+// ---------------------------------------------------------------- IEEE binary32 helpers
+// The numerics contract forbids contraction and approximation: on the device every operation is
+// an explicit round-to-nearest intrinsic, so neither -fmad nor fast-math can change a result.
+FN_HD uint32_t bits_of(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+FN_HD float float_of(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+FN_HD float add_rn(float a, float b) { return __fadd_rn(a, b); }
+FN_HD float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+FN_HD float div_rn(float a, float b) { return __fdiv_rn(a, b); }
+FN_HD float sqrt_rn(float a) { return __fsqrt_rn(a); }
+#else
+FN_HD float add_rn(float a, float b) { return a + b; }
+FN_HD float mul_rn(float a, float b) { return a * b; }
+FN_HD float div_rn(float a, float b) { return a / b; }
+FN_HD float sqrt_rn(float a) { return __builtin_sqrtf(a); }
+#endif
+
+constexpr uint32_t kF32AbsMask = 0x7FFFFFFFu;
+constexpr uint32_t kF32InfBits = 0x7F800000u;
+constexpr uint32_t kF32CanonicalNaN = 0x7FC00000u;
+
+FN_HD bool is_nan_bits(uint32_t u) { return (u & kF32AbsMask) > kF32InfBits; }
+
+// ---------------------------------------------------------------- FP8 / FP4 element formats
+// A sign-exponent-mantissa format of at most 8 bits, encoded from f32 by rounding to nearest,
+// ties to even, with subnormals, saturating to the largest finite (Inf included). One template
+// serves all formats listed in formats.inc.
+template <int kExpBits, int kManBits, int kBias, uint32_t kMaxCode, uint32_t kNanCode,
+          bool kSignedNan, bool kHasNegZero, uint32_t kInfCode>
+struct MiniFloat {
+  static constexpr int kExp = kExpBits;
+  static constexpr int kMan = kManBits;
+  static constexpr int kSignShift = kExpBits + kManBits;
+  static constexpr uint32_t kMagMask = (1u << kSignShift) - 1;
+  static constexpr int kEmin = 1 - kBias;           // exponent of the smallest normal
+  static constexpr int kShift = 23 - kManBits;      // f32 mantissa bits dropped
+  static constexpr uint32_t kMaxCodeBits = kMaxCode;
+  static constexpr uint32_t kNan = kNanCode;
+  static constexpr bool kNanHasSign = kSignedNan;
+  static constexpr bool kNegZero = kHasNegZero;
+  // f32 bits of the largest finite value.
+  static constexpr uint32_t kMaxBits =
+      ((((kMaxCode >> kManBits) & ((1u << kExpBits) - 1)) + 127u - kBias) << 23) |
+      ((kMaxCode & ((1u << kManBits) - 1)) << kShift);
+  static constexpr uint32_t kMinNormalBits = uint32_t(127 + kEmin) << 23;
+  // Subnormal rounding: adding K = 2^(emin - man + 23) to |v| < 2^emin makes the f32 ulp equal
+  // to the target's subnormal quantum, so one correctly rounded addition rounds |v| RNE; the
+  // low bits of the sum are then the code (a carry into 2^emin yields the smallest normal).
+  static constexpr uint32_t kSubMagicBits = uint32_t(127 + kEmin - kManBits + 23) << 23;
+  // Rebias subtracted from the rounded f32 bits >> kShift.
+  static constexpr uint32_t kRebias = uint32_t(127 - kBias) << kManBits;
+  // Scale of a subnormal code: 2^(emin - man).
+  static constexpr uint32_t kSubQuantumBits = uint32_t(127 + kEmin - kManBits) << 23;
+
+  // kKeepNanSign: fusednorm_cast keeps a NaN's sign; operations write the positive NaN, because
+  // the sign of an arithmetic NaN differs between CPUs and GPUs (IEEE 754 leaves it open).
+  template <bool kKeepNanSign = true>
+  FN_HD static uint32_t encode(float v) {
+    const uint32_t u = bits_of(v);
+    const uint32_t sign = u >> 31;
+    const uint32_t a = u & kF32AbsMask;
+    if (a > kF32InfBits) return (kSignedNan && kKeepNanSign) ? (kNanCode | (sign << kSignShift)) : kNanCode;
+    uint32_t code;
+    if (a > kMaxBits) {
+      code = kMaxCode;
+    } else if (a >= kMinNormalBits) {
+      const uint32_t r = a + ((1u << (kShift - 1)) - 1u) + ((a >> kShift) & 1u);
+      code = (r >> kShift) - kRebias;
+    } else {
+      code = bits_of(add_rn(float_of(a), float_of(kSubMagicBits))) - kSubMagicBits;
+    }
+    if (!kHasNegZero && code == 0) return 0;
+    return code | (sign << kSignShift);
+  }
+
+  FN_HD static float decode(uint32_t c) {
+    const uint32_t sign = (c >> kSignShift) & 1u;
+    const uint32_t mag = c & kMagMask;
+    const uint32_t nan = (sign << 31) | kF32CanonicalNaN;
+    if (kInfCode != 0) {
+      if (mag == kInfCode) return float_of((sign << 31) | kF32InfBits);
+      if (mag > kInfCode) return float_of(nan);
+    } else if (kSignedNan) {
+      if (mag == kNanCode) return float_of(nan);
+    } else if (kNanCode != 0 && c == kNanCode) {
+      return float_of(kF32CanonicalNaN);
+    }
+    const uint32_t e = mag >> kManBits;
+    const uint32_t m = mag & ((1u << kManBits) - 1u);
+    if (e == 0) {
+      const float f = float_of(kSubQuantumBits) * float(m);  // exact: m < 2^man
+      return float_of(bits_of(f) | (sign << 31));
+    }
+    return float_of((sign << 31) | ((e + 127u - kBias) << 23) | (m << kShift));
+  }
+};
+
+#define FN_MINIFLOAT(name, dl, e, m, bias, maxc, nanc, snan, negz, infc) \
+  using name = MiniFloat<e, m, bias, maxc, nanc, snan, negz, infc>;
+#include "formats.inc"
+#undef FN_MINIFLOAT
+
+// ---------------------------------------------------------------- f16 and bf16 (IEEE rounding)
+// Round to nearest even; overflow gives Inf (these are storage types, not quantization targets).
+// NaN keeps its sign and top payload bits and is made quiet; kKeepNanSign = false writes the
+// positive canonical NaN (operations; see MiniFloat::encode).
+template <bool kKeepNanSign = true>
+FN_HD uint32_t encode_f16(float v) {
+  const uint32_t u = bits_of(v);
+  const uint32_t sign = (u >> 16) & 0x8000u;
+  const uint32_t a = u & kF32AbsMask;
+  if (a > kF32InfBits) return kKeepNanSign ? (sign | 0x7E00u | ((a >> 13) & 0x3FFu)) : 0x7E00u;
+  if (a >= 0x477FF000u) return sign | 0x7C00u;  // >= 65520: rounds past 65504
+  if (a >= 0x38800000u) {                       // >= 2^-14: normal
+    const uint32_t r = a + 0xFFFu + ((a >> 13) & 1u);
+    return sign | ((r >> 13) - (112u << 10));
+  }
+  // subnormal: K = 2^-1 (see MiniFloat::kSubMagicBits)
+  return sign | (bits_of(add_rn(float_of(a), 0.5f)) - 0x3F000000u);
+}
+
+FN_HD float decode_f16(uint32_t h) {
+  const uint32_t sign = (h & 0x8000u) << 16;
+  const uint32_t e = (h >> 10) & 0x1Fu;
+  const uint32_t m = h & 0x3FFu;
+  if (e == 0x1F) return float_of(sign | kF32InfBits | (m << 13));  // Inf, NaN (payload kept)
+  if (e == 0) return float_of(bits_of(float(m) * 5.9604644775390625e-8f) | sign);  // m * 2^-24
+  return float_of(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+template <bool kKeepNanSign = true>
+FN_HD uint32_t encode_bf16(float v) {
+  const uint32_t u = bits_of(v);
+  if (is_nan_bits(u)) return kKeepNanSign ? ((u >> 16) | 0x0040u) : 0x7FC0u;
+  return (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+}
+
+FN_HD float decode_bf16(uint32_t h) { return float_of(h << 16); }
+
+// f32 as a storage type: identity, except that operations canonicalize NaN.
+template <bool kKeepNanSign = true>
+FN_HD uint32_t encode_f32(float v) {
+  const uint32_t u = bits_of(v);
+  return (!kKeepNanSign && is_nan_bits(u)) ? kF32CanonicalNaN : u;
+}
+FN_HD float decode_f32(uint32_t u) { return float_of(u); }
+
+// ---------------------------------------------------------------- int8
+// rn(v) clamped to [-128, 127]; NaN encodes as 0. Returns the two's complement byte.
+constexpr float kRoundMagic = 12582912.0f;  // 1.5 * 2^23: x + M - M rounds |x| < 2^22 RNE
+FN_HD uint32_t encode_int8(float v) {
+  if (is_nan_bits(bits_of(v))) return 0;
+  v = v < -128.0f ? -128.0f : (v > 127.0f ? 127.0f : v);
+  const float r = add_rn(add_rn(v, kRoundMagic), -kRoundMagic);
+  return uint32_t(int32_t(r)) & 0xFFu;
+}
+FN_HD float decode_int8(uint32_t c) { return float(int32_t(int8_t(uint8_t(c)))); }
+
+// ---------------------------------------------------------------- e8m0 (UE8M0 scales)
+// Code c is 2^(c - 127); 0xFF is NaN. Both encoders: NaN -> 0xFF; v <= 0 or v < 2^-127 -> 0x00;
+// a result above 2^127 (Inf included) saturates to 0xFE. Exact bit arithmetic, never log2.
+constexpr uint32_t kE8m0Nan = 0xFFu;
+constexpr uint32_t kE8m0Max = 0xFEu;
+constexpr uint32_t kF32Pow2m127 = 0x00400000u;  // 2^-127, an f32 subnormal
+
+// Smallest power of two >= v (block scales: no element saturates).
+FN_HD uint32_t encode_e8m0_up(float v) {
+  const uint32_t u = bits_of(v);
+  if (is_nan_bits(u)) return kE8m0Nan;
+  if ((u >> 31) || u <= kF32Pow2m127) return 0;  // also -0, +0, below 2^-127, exactly 2^-127
+  if (u > 0x7F000000u) return kE8m0Max;          // > 2^127
+  if (u < 0x00800000u) return 1;                 // (2^-127, 2^-126)
+  return (u >> 23) + ((u & 0x7FFFFFu) != 0);
+}
+
+// Nearest power of two, ties (1.5 * 2^e) up.
+FN_HD uint32_t encode_e8m0_rn(float v) {
+  const uint32_t u = bits_of(v);
+  if (is_nan_bits(u)) return kE8m0Nan;
+  if ((u >> 31) || u < 0x00600000u) return 0;  // below 1.5 * 2^-127
+  if (u < 0x00800000u) return 1;
+  const uint32_t c = (u >> 23) + ((u & 0x7FFFFFu) >= 0x400000u);
+  return c > kE8m0Max ? kE8m0Max : c;
+}
+
+FN_HD float decode_e8m0(uint32_t c) {
+  c &= 0xFFu;
+  if (c == kE8m0Nan) return float_of(kF32CanonicalNaN);
+  if (c == 0) return float_of(kF32Pow2m127);
+  return float_of(c << 23);
+}
+
+// ---------------------------------------------------------------- the row reduction (§2)
+// Number of strided partial sums P for a row of H elements: a power of two from H alone.
+// part[p] = sum over k (increasing) of x[p + k*P]^2, then a pairwise tree
+// (part[2j] + part[2j+1], level by level). See docs/numerics.md for the GPU mapping.
+constexpr int64_t kMinPartials = 8;
+constexpr int64_t kMaxPartials = 4096;
+FN_HD int64_t reduction_partials(int64_t h) {
+  int64_t p = kMinPartials;
+  while (p * 2 <= h / 4 && p < kMaxPartials) p *= 2;
+  return p;
+}
+
+// The canonical order, one element at a time: x(i) returns element i as f32; part has room for
+// reduction_partials(h) floats. Host code (the reference and scalar paths of the CPU backend);
+// vector and GPU code reproduce the same additions (docs/numerics.md §2).
+template <class GetX>
+inline float sum_squares_canonical(GetX x, int64_t h, float* part) {
+  const int64_t p_count = reduction_partials(h);
+  for (int64_t p = 0; p < p_count; ++p) part[p] = 0.0f;
+  for (int64_t i = 0; i < h; ++i) {
+    const float v = x(i);
+    part[i % p_count] = add_rn(part[i % p_count], mul_rn(v, v));
+  }
+  for (int64_t n = p_count; n > 1; n /= 2)
+    for (int64_t j = 0; j < n / 2; ++j) part[j] = add_rn(part[2 * j], part[2 * j + 1]);
+  return part[0];
+}
+
+// ---------------------------------------------------------------- per-row formulas (§3)
+// H as f32, rounded to nearest even (exact below 2^24).
+FN_HD float length_f32(int64_t h) {
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+  return __ll2float_rn(h);
+#else
+  return static_cast<float>(h);
+#endif
+}
+FN_HD float inv_rms(float ss, float h, float eps) {
+  return div_rn(1.0f, sqrt_rn(add_rn(div_rn(ss, h), eps)));
+}
+FN_HD float norm_apply(float x, float inv, float gamma) { return mul_rn(mul_rn(x, inv), gamma); }
+
+// Clamp to [-qclamp, qclamp]; NaN passes through (qclamp = +Inf is the identity).
+FN_HD float clamp_sym(float v, float qclamp) {
+  return v > qclamp ? qclamp : (v < -qclamp ? -qclamp : v);
+}
+
+enum class ScaleType : int { kF32 = 0, kF16 = 1, kBF16 = 2, kE8M0 = 3 };
+
+FN_HD float decode_scale(ScaleType t, uint32_t code) {
+  switch (t) {
+    case ScaleType::kF16: return decode_f16(code);
+    case ScaleType::kBF16: return decode_bf16(code);
+    case ScaleType::kE8M0: return decode_e8m0(code);
+    default: return decode_f32(code);
+  }
+}
+
+struct DynamicScale {
+  uint32_t stored;  // the scale's bits in its dtype (f32, f16, bf16 or e8m0)
+  float r;          // the multiplier applied before encoding
+};
+
+// Dynamic scale of a row or group from amax_bits = max over the unit of (bits(y) & 0x7FFFFFFF)
+// (an exact, order-free integer max; NaN and Inf sort above every finite value).
+FN_HD DynamicScale dynamic_scale(uint32_t amax_bits, float qmax, float scale_ub, float min_scale,
+                                 ScaleType t) {
+  DynamicScale out;
+  if (amax_bits >= kF32InfBits) {  // NaN or Inf in the unit: NaN scale, codes of y * 0
+    out.stored = t == ScaleType::kF16 ? 0x7E00u
+                 : t == ScaleType::kBF16 ? 0x7FC0u
+                 : t == ScaleType::kE8M0 ? kE8m0Nan
+                                         : kF32CanonicalNaN;
+    out.r = 0.0f;
+    return out;
+  }
+  float a = float_of(amax_bits);
+  a = a < scale_ub ? a : scale_ub;
+  float s = div_rn(a, qmax);
+  s = s > min_scale ? s : min_scale;
+  switch (t) {
+    case ScaleType::kF16: out.stored = encode_f16<false>(s); break;
+    case ScaleType::kBF16: out.stored = encode_bf16<false>(s); break;
+    case ScaleType::kE8M0: out.stored = encode_e8m0_up(s); break;
+    default: out.stored = bits_of(s); break;
+  }
+  const float sd = decode_scale(t, out.stored);
+  const float r = sd == 0.0f ? 0.0f : div_rn(1.0f, sd);
+  out.r = (bits_of(r) & kF32AbsMask) >= kF32InfBits ? 0.0f : r;
+  return out;
+}
+
+}  // namespace math
+}  // namespace fusednorm
