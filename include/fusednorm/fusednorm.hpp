@@ -1,0 +1,68 @@
+// fusednorm: the header-only C++ API over the C ABI (fusednorm.h). Failures throw
+// fusednorm::Error, which carries the status and the library's message.
+#ifndef FUSEDNORM_FUSEDNORM_HPP_
+#define FUSEDNORM_FUSEDNORM_HPP_
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "fusednorm/fusednorm.h"
+
+namespace fusednorm {
+
+class Error : public std::runtime_error {
+ public:
+  Error(fusednorm_status status, const std::string& message)
+      : std::runtime_error(std::string(fusednorm_status_string(status)) + ": " + message), status_(status) {}
+  fusednorm_status status() const noexcept { return status_; }
+
+ private:
+  fusednorm_status status_;
+};
+
+// Throws Error unless status is SUCCESS.
+inline void check(fusednorm_status status) {
+  if (status != FUSEDNORM_SUCCESS) throw Error(status, fusednorm_last_error());
+}
+
+// Options with the library's defaults (the C *_init functions), ready to adjust.
+struct RmsnormQuantOptions : fusednorm_rmsnorm_quant_options {
+  RmsnormQuantOptions() { fusednorm_rmsnorm_quant_options_init(this); }
+};
+struct CastOptions : fusednorm_cast_options {
+  CastOptions() { fusednorm_cast_options_init(this); }
+};
+
+inline std::string version() { return fusednorm_version(nullptr, nullptr, nullptr); }
+inline std::string cpu_target() { return fusednorm_cpu_target(); }
+
+inline fusednorm_backend_info query_backend(int32_t device_type) {
+  fusednorm_backend_info info{};
+  info.struct_size = sizeof info;
+  check(fusednorm_query_backend(device_type, &info));
+  return info;
+}
+
+// Every backend fusednorm knows, available or not (the detail says why not).
+inline std::vector<fusednorm_backend_info> backends() {
+  return {query_backend(kDLCPU), query_backend(kDLCUDA), query_backend(kDLROCM)};
+}
+
+// See fusednorm_cast in fusednorm.h.
+inline void cast(const DLTensor& src, DLTensor& dst, const CastOptions& options = CastOptions(),
+                 void* stream = nullptr) {
+  check(fusednorm_cast(&src, &dst, &options, stream));
+}
+
+// See fusednorm_rmsnorm_quant in fusednorm.h. residual, weight and scales may be nullptr where
+// the C API allows NULL.
+inline void rmsnorm_quant(const DLTensor& input, DLTensor* residual, const DLTensor* weight, DLTensor& output,
+                          DLTensor* scales, const RmsnormQuantOptions& options = RmsnormQuantOptions(),
+                          void* stream = nullptr) {
+  check(fusednorm_rmsnorm_quant(&input, residual, weight, &output, scales, &options, stream));
+}
+
+}  // namespace fusednorm
+
+#endif  // FUSEDNORM_FUSEDNORM_HPP_

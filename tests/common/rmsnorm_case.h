@@ -1,0 +1,180 @@
+// A complete rmsnorm_quant call (tensors + options) that can be run through the public API or
+// through the scalar reference, with byte-exact comparison of every output buffer. Shared by
+// the CPU tests (and, later, the GPU tests).
+#pragma once
+
+#include <math.h>
+
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+
+#include "common/test_tensor.h"
+#include "fusednorm/fusednorm.h"
+#include "reference/reference.h"
+
+namespace fusednorm {
+namespace test {
+
+struct CaseSpec {
+  DType in = DType::kBF16, w = DType::kBF16, out = DType::k_f8e4m3fn;
+  DType scale = DType::kF32;
+  int mode = FUSEDNORM_SCALE_DYNAMIC_ROW;
+  int placement = FUSEDNORM_SCALES_TENSOR;
+  bool col_major_scales = false;
+  int64_t group = 128;
+  bool residual = false;
+  bool norm = true;
+  float eps = 1e-6f, weight_offset = 0.0f, scale_ub = INFINITY, min_scale = 0.0f, qmax = 0.0f;
+  std::vector<int64_t> lead = {3};  // leading dims
+  int64_t h = 64;
+  int64_t row_pad = 0;  // extra elements between rows of input/residual/output
+  int misalign = 0;     // bytes
+  float static_scale = 0.05f;
+
+  std::string describe() const {
+    std::ostringstream s;
+    s << "in=" << dtype_name(in) << " w=" << dtype_name(w) << " out=" << dtype_name(out) << " mode=" << mode
+      << " placement=" << placement << " scale=" << dtype_name(scale) << (col_major_scales ? " col-major" : "")
+      << " group=" << group << " residual=" << residual << " norm=" << norm << " eps=" << eps
+      << " offset=" << weight_offset << " ub=" << scale_ub << " min_scale=" << min_scale << " qmax=" << qmax
+      << " h=" << h << " lead=[";
+    for (auto d : lead) s << d << ",";
+    s << "] pad=" << row_pad << " misalign=" << misalign;
+    return s.str();
+  }
+  fusednorm_rmsnorm_quant_options options() const {
+    fusednorm_rmsnorm_quant_options o;
+    fusednorm_rmsnorm_quant_options_init(&o);
+    o.norm = norm ? FUSEDNORM_NORM_RMS : FUSEDNORM_NORM_NONE;
+    o.scale_mode = mode;
+    o.scale_placement = placement;
+    o.group_size = group;
+    o.eps = eps;
+    o.weight_offset = weight_offset;
+    o.scale_ub = scale_ub;
+    o.min_scale = min_scale;
+    o.qmax = qmax;
+    return o;
+  }
+  bool packed() const { return placement == FUSEDNORM_SCALES_PACKED_ROW_END; }
+  int64_t groups() const { return mode == FUSEDNORM_SCALE_DYNAMIC_GROUP ? h / group : 1; }
+};
+
+// The tensors of one call. Inputs are filled by the caller (or fill_random); outputs start as
+// poison (0xA5), so bytes a backend must not write are compared too.
+struct CaseTensors {
+  CaseSpec spec;
+  std::unique_ptr<HostTensor> input, residual, weight, output, scales;
+  std::vector<int64_t> scale_shape, scale_strides;
+
+  explicit CaseTensors(const CaseSpec& s) : spec(s) {
+    std::vector<int64_t> shape = s.lead;
+    shape.push_back(s.h);
+    input = std::make_unique<HostTensor>(s.in, shape, s.row_pad, s.misalign);
+    if (s.residual) residual = std::make_unique<HostTensor>(s.in, shape, s.row_pad, s.misalign);
+    weight = std::make_unique<HostTensor>(s.w, std::vector<int64_t>{s.h}, 0, s.misalign);
+    std::vector<int64_t> out_shape = s.lead;
+    out_shape.push_back(s.h + (s.packed() ? 4 : 0));
+    output = std::make_unique<HostTensor>(s.out, out_shape, s.row_pad, s.misalign ? 1 : 0);
+    if (s.mode == FUSEDNORM_SCALE_STATIC) {
+      scales = std::make_unique<HostTensor>(DType::kF32, std::vector<int64_t>{1});
+      scales->set(0, 0, s.static_scale);
+    } else if (!s.packed()) {
+      std::vector<int64_t> sshape = s.lead;
+      sshape.push_back(s.groups());
+      scales = std::make_unique<HostTensor>(s.scale, sshape);
+      if (s.col_major_scales) {
+        // [rows, groups] stored as [groups, ld] with ld = rows + 3: strides {1, ld} on a
+        // flattened 2-D view of the leading dims.
+        int64_t rows = 1;
+        for (auto d : s.lead) rows *= d;
+        const int64_t ld = rows + 3;
+        scales = std::make_unique<HostTensor>(s.scale, std::vector<int64_t>{s.groups(), ld});
+        scale_shape = s.lead;
+        scale_shape.push_back(s.groups());
+        scale_strides.assign(scale_shape.size(), 0);
+        int64_t st = 1;
+        for (int i = int(s.lead.size()) - 1; i >= 0; --i) {
+          scale_strides[size_t(i)] = st;
+          st *= s.lead[size_t(i)];
+        }
+        scale_strides.back() = ld;
+        DLTensor* d = scales->dl();
+        d->ndim = int(scale_shape.size());
+        d->shape = scale_shape.data();
+        d->strides = scale_strides.data();
+      }
+    }
+  }
+
+  // Same spec and same input bytes; fresh poisoned outputs.
+  std::unique_ptr<CaseTensors> clone_inputs() const {
+    auto c = std::make_unique<CaseTensors>(spec);
+    c->input->copy_from(*input);
+    if (residual) c->residual->copy_from(*residual);
+    c->weight->copy_from(*weight);
+    return c;
+  }
+
+  // Inputs ~ N(0, sigma) with sigma varying by row; weights ~ 1 + N(0, 0.1).
+  void fill_random(std::mt19937_64& rng) {
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::uniform_int_distribution<int> mag(-12, 12);
+    for (int64_t r = 0; r < input->rows(); ++r) {
+      const float sigma = ldexpf(1.0f, mag(rng));
+      for (int64_t i = 0; i < spec.h; ++i) {
+        input->set(r, i, nd(rng) * sigma);
+        if (residual) residual->set(r, i, nd(rng) * sigma);
+      }
+    }
+    for (int64_t i = 0; i < spec.h; ++i) weight->set(0, i, 1.0f + 0.1f * nd(rng));
+  }
+
+  DLTensor* res_dl() { return residual ? residual->dl() : nullptr; }
+  DLTensor* w_dl() { return spec.norm ? weight->dl() : nullptr; }
+  DLTensor* s_dl() { return scales ? scales->dl() : nullptr; }
+
+  fusednorm_status run_library() {
+    const auto o = spec.options();
+    return fusednorm_rmsnorm_quant(input->dl(), res_dl(), w_dl(), output->dl(), s_dl(), &o, nullptr);
+  }
+  fusednorm_status run_reference() {
+    const auto o = spec.options();
+    return reference::rmsnorm_quant(input->dl(), res_dl(), w_dl(), output->dl(), s_dl(), &o);
+  }
+};
+
+// First differing byte of two tensors' whole allocations (poison included), or "".
+inline std::string first_difference(const char* what, const HostTensor& a, const HostTensor& b) {
+  const auto& x = a.storage();
+  const auto& y = b.storage();
+  const size_t offset_a = size_t(a.data_begin() - x.data()), offset_b = size_t(b.data_begin() - y.data());
+  const size_t n = a.data_bytes();
+  for (size_t i = 0; i < n; ++i)
+    if (a.data_begin()[i] != b.data_begin()[i]) {
+      std::ostringstream s;
+      s << what << " byte " << i << ": " << int(a.data_begin()[i]) << " vs " << int(b.data_begin()[i]);
+      return s.str();
+    }
+  // Guard bytes before and after the data must be untouched poison in both.
+  for (const HostTensor* t : {&a, &b}) {
+    const auto& st = t->storage();
+    const size_t off = t == &a ? offset_a : offset_b;
+    for (size_t i = 0; i < st.size(); ++i)
+      if ((i < off || i >= off + n) && st[i] != 0xA5) return std::string(what) + ": write outside the tensor";
+  }
+  return "";
+}
+
+inline std::string compare_outputs(CaseTensors& a, CaseTensors& b) {
+  std::string d = first_difference("output", *a.output, *b.output);
+  if (d.empty() && a.scales && a.spec.mode != FUSEDNORM_SCALE_STATIC)
+    d = first_difference("scales", *a.scales, *b.scales);
+  if (d.empty() && a.residual) d = first_difference("residual", *a.residual, *b.residual);
+  return d;
+}
+
+}  // namespace test
+}  // namespace fusednorm
