@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what building and testing fusednorm needs on Debian 12: Debian packages (as root, or
+# through sudo) and, for the Python oracle test, a virtual environment with numpy, ml_dtypes and
+# pytest from PyPI at ${FUSEDNORM_VENV:-build/venv}. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+packages=(cmake ninja-build g++ libhwy-dev libtbb-dev catch2 libdlpack-dev python3 python3-venv python3-pip)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo="sudo"
+  $sudo apt-get update
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends "${missing[@]}"
+fi
+
+if [ "${1:-}" != "--no-python" ]; then
+  venv="${FUSEDNORM_VENV:-build/venv}"
+  if [ ! -x "$venv/bin/python" ]; then
+    mkdir -p "$(dirname "$venv")"
+    python3 -m venv "$venv"
+  fi
+  "$venv/bin/python" -c "import numpy, ml_dtypes, pytest" 2>/dev/null ||
+    "$venv/bin/python" -m pip install --quiet numpy ml_dtypes pytest
+fi

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The test command (README): install dependencies, build, run every ctest test, the 2^32
+# exhaustive encoder test included. Pass ctest arguments through, e.g. `-LE exhaustive`.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+bash tests/scripts/install_deps.sh
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$PWD/build/venv/bin/python"
+cmake --build build
+ctest --test-dir build --output-on-failure "$@"
