@@ -104,7 +104,8 @@ FUSEDNORM_API void fusednorm_cast_options_init(fusednorm_cast_options* options);
  * src, dst: same shape, on the same device; dtypes any of f32, f16, bf16, int8, the five FP8
  * formats, f4e2m1 (two per byte, low nibble first; last dimension even, compact rows) and e8m0.
  * NaN keeps its sign where the destination has a signed NaN. options may be NULL (defaults).
- * Returns INVALID_ARGUMENT (null, shape, device, stride) or UNSUPPORTED (dtype). */
+ * Returns INVALID_ARGUMENT (null, shape, device, overflowing sizes) or UNSUPPORTED (dtype,
+ * negative or non-contiguous strides, rank above 9), and writes nothing. */
 FUSEDNORM_API fusednorm_status fusednorm_cast(const DLTensor* src, DLTensor* dst,
                                               const fusednorm_cast_options* options,
                                               void* stream);

@@ -79,36 +79,61 @@ int64_t numel(const DLTensor* t) {
   return n;
 }
 
-// Element stride of dimension i (compact row-major when strides is NULL).
-int64_t elem_stride(const DLTensor* t, int i) {
-  if (t->strides) return t->strides[i];
+// Element stride of dimension i (compact row-major when strides is NULL); false when a compact
+// stride does not fit in 64 bits.
+bool elem_stride(const DLTensor* t, int i, int64_t* stride) {
+  if (t->strides) {
+    *stride = t->strides[i];
+    return true;
+  }
   int64_t s = 1;
-  for (int j = i + 1; j < t->ndim; ++j) s *= t->shape[j];
-  return s;
+  for (int j = i + 1; j < t->ndim; ++j)
+    if (__builtin_mul_overflow(s, t->shape[j], &s)) return false;
+  *stride = s;
+  return true;
 }
 
-// Checks that every byte offset the tensor spans fits in 64 bits, and that a sub-byte (FP4)
-// tensor's rows start on a byte. Fills `view` with the row view of the leading dimensions.
-fusednorm_status make_row_view(const DLTensor* t, const char* name, int bits, RowView* view) {
-  // The largest byte offset: sum over dims of (n - 1) * stride * bits / 8, computed overflow-safe.
-  int64_t span_bits = 0;
+std::string strides_string(const DLTensor* t) {
+  if (t->strides == nullptr) return "compact";
+  std::string s = "[";
   for (int i = 0; i < t->ndim; ++i) {
-    if (t->shape[i] == 0) break;
-    int64_t term;
-    if (__builtin_mul_overflow(t->shape[i] - 1, elem_stride(t, i), &term) ||
-        __builtin_mul_overflow(term, int64_t(bits), &term) ||
-        __builtin_add_overflow(span_bits, term, &span_bits) ||
-        span_bits > INT64_MAX - int64_t(t->byte_offset) * 8)
-      return FN_FAIL_INVALID("%s: shape %s with its strides spans more bytes than 64 bits can address",
-                             name, shape_string(t).c_str());
+    if (i) s += ", ";
+    s += std::to_string(t->strides[i]);
+  }
+  return s + "]";
+}
+
+// Checks that every byte offset the tensor spans (byte_offset included) fits in 64 bits, that a
+// sub-byte (FP4) tensor's rows start on a byte, and that rows of a tensor written to do not
+// coincide (stride 0). Fills `view` with the row view of the leading dimensions.
+fusednorm_status make_row_view(const DLTensor* t, const char* name, int bits, RowView* view,
+                               bool written = false) {
+  if (t->byte_offset > uint64_t(INT64_MAX) / 8)
+    return FN_FAIL_INVALID("%s.byte_offset = %" PRIu64 ": beyond what a 64-bit byte offset can address", name,
+                           uint64_t(t->byte_offset));
+  // The largest bit offset: byte_offset * 8 + sum over dims of (n - 1) * stride * bits.
+  int64_t span_bits = int64_t(t->byte_offset) * 8;
+  bool empty = false;
+  for (int i = 0; i < t->ndim; ++i) empty = empty || t->shape[i] == 0;
+  for (int i = 0; i < t->ndim && !empty; ++i) {
+    int64_t stride, term;
+    if (!elem_stride(t, i, &stride) || __builtin_mul_overflow(t->shape[i] - 1, stride, &term) ||
+        __builtin_mul_overflow(term, int64_t(bits), &term) || __builtin_add_overflow(span_bits, term, &span_bits))
+      return FN_FAIL_INVALID("%s: shape %s with strides %s and byte_offset %" PRIu64
+                             " spans more bytes than 64 bits can address",
+                             name, shape_string(t).c_str(), strides_string(t).c_str(), uint64_t(t->byte_offset));
   }
   view->data = static_cast<char*>(t->data) + t->byte_offset;
   for (int i = 0; i + 1 < t->ndim; ++i) {
-    const int64_t s = elem_stride(t, i);
-    if (bits < 8 && (s * bits) % 8 != 0)
+    int64_t s = 0;
+    elem_stride(t, i, &s);  // fits: checked above (or the tensor is empty)
+    if (written && t->shape[i] > 1 && s == 0)
+      return FN_FAIL_INVALID("%s.strides[%d] = 0 with shape %s: rows written by the call would overlap", name, i,
+                             shape_string(t).c_str());
+    if (bits < 8 && (s % 2) != 0)
       return fail(FUSEDNORM_UNSUPPORTED, "%s.strides[%d] = %" PRId64 ": rows of a %d-bit type must start on a byte",
                   name, i, s, bits);
-    view->strides[i] = s * bits / 8;
+    view->strides[i] = bits < 8 ? s / 2 : s * (bits / 8);
   }
   return FUSEDNORM_SUCCESS;
 }
@@ -204,7 +229,7 @@ fusednorm_status validate_cast(const DLTensor* src, const DLTensor* dst,
                              t == src ? "src" : "dst", call->cols);
   FN_TRY(make_lead(src, "src", &call->lead));
   FN_TRY(make_row_view(src, "src", dtype_bits(call->src_type), &call->src));
-  FN_TRY(make_row_view(dst, "dst", dtype_bits(call->dst_type), &call->dst));
+  FN_TRY(make_row_view(dst, "dst", dtype_bits(call->dst_type), &call->dst, /*written=*/true));
   call->e8m0_up = opts.e8m0_rounding == FUSEDNORM_E8M0_UP;
   return FUSEDNORM_SUCCESS;
 }
@@ -270,7 +295,7 @@ fusednorm_status validate_rmsnorm_quant(const DLTensor* input, const DLTensor* r
       return FN_FAIL_INVALID("residual has shape %s but input has shape %s", shape_string(residual).c_str(),
                              shape_string(input).c_str());
     FN_TRY(check_data(residual, "residual"));
-    FN_TRY(make_row_view(residual, "residual", dtype_bits(rt), &call->res));
+    FN_TRY(make_row_view(residual, "residual", dtype_bits(rt), &call->res, /*written=*/true));
   }
 
   if (o.norm == FUSEDNORM_NORM_RMS) {
@@ -283,7 +308,9 @@ fusednorm_status validate_rmsnorm_quant(const DLTensor* input, const DLTensor* r
       return FN_FAIL_INVALID("weight has shape %s: must be [%" PRId64 "] (H of input %s)",
                              shape_string(weight).c_str(), call->h, shape_string(input).c_str());
     FN_TRY(check_data(weight, "weight"));
-    call->weight = static_cast<const char*>(weight->data) + weight->byte_offset;
+    RowView wv;
+    FN_TRY(make_row_view(weight, "weight", dtype_bits(call->w_type), &wv));
+    call->weight = wv.data;
   }
 
   FN_TRY(check_tensor(output, "output", &call->out_type));
@@ -298,7 +325,7 @@ fusednorm_status validate_rmsnorm_quant(const DLTensor* input, const DLTensor* r
                            shape_string(output).c_str(), out_cols, call->h,
                            packed ? " + 4 bytes of packed f32 scale" : "");
   FN_TRY(check_data(output, "output"));
-  FN_TRY(make_row_view(output, "output", 8, &call->out));
+  FN_TRY(make_row_view(output, "output", 8, &call->out, /*written=*/true));
 
   const float fmt_max = quant_max(call->out_type);
   if (!(o.qmax >= 0.0f) || o.qmax > fmt_max)
@@ -335,7 +362,9 @@ fusednorm_status validate_rmsnorm_quant(const DLTensor* input, const DLTensor* r
     if (numel(scales) != 1)
       return FN_FAIL_INVALID("scales has shape %s: a static scale has exactly one element",
                              shape_string(scales).c_str());
-    call->static_scale = reinterpret_cast<const float*>(static_cast<const char*>(scales->data) + scales->byte_offset);
+    RowView sv;
+    FN_TRY(make_row_view(scales, "scales", 32, &sv));
+    call->static_scale = reinterpret_cast<const float*>(sv.data);
     return FUSEDNORM_SUCCESS;
   }
   switch (st) {
@@ -355,12 +384,16 @@ fusednorm_status validate_rmsnorm_quant(const DLTensor* input, const DLTensor* r
   // Scales may be column-major: the last dimension's stride is free (unlike other tensors).
   DLTensor s = *scales;
   int64_t strides[1 + kMaxLeadDims];
-  for (int i = 0; i < s.ndim; ++i) strides[i] = elem_stride(scales, i);
+  for (int i = 0; i < s.ndim; ++i)
+    if (!elem_stride(scales, i, &strides[i]))
+      return FN_FAIL_INVALID("scales: shape %s has more elements than 64 bits can count", shape_string(scales).c_str());
   if (strides[s.ndim - 1] < 0)
     return fail(FUSEDNORM_UNSUPPORTED, "scales.strides[%d] = %" PRId64 ": negative strides are not supported",
                 s.ndim - 1, strides[s.ndim - 1]);
   s.strides = strides;
-  FN_TRY(make_row_view(&s, "scales", dtype_bits(st), &call->scales));
+  FN_TRY(make_row_view(&s, "scales", dtype_bits(st), &call->scales, /*written=*/true));
+  if (groups > 1 && strides[s.ndim - 1] == 0)
+    return FN_FAIL_INVALID("scales.strides[%d] = 0: the %" PRId64 " scales of a row would overlap", s.ndim - 1, groups);
   call->scale_col_stride = strides[s.ndim - 1] * (dtype_bits(st) / 8);
   return FUSEDNORM_SUCCESS;
 }
