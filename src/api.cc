@@ -12,6 +12,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "core/validate.h"
+#include "plugins.h"
 #include "fusednorm/fusednorm.h"
 
 namespace fusednorm {
@@ -30,11 +31,34 @@ fusednorm_status guarded(F&& body) {
   }
 }
 
-// GPU device types have no backend in this build yet; say so with the device named.
-fusednorm_status gpu_unavailable(const CallDevice& dev) {
-  return fail(FUSEDNORM_BACKEND_UNAVAILABLE,
-              "device %s:%d: this build of fusednorm has no %s backend (the GPU plugins are not built)",
-              dev.type == kDLCUDA ? "cuda" : "rocm", dev.id, dev.type == kDLCUDA ? "CUDA" : "HIP");
+const char* device_label(int32_t type) { return type == kDLCUDA ? "cuda" : "rocm"; }
+
+// The plugin of a GPU device, loaded on first use; null (with the error set) if unavailable.
+const fusednorm_plugin* gpu_backend(const CallDevice& dev, fusednorm_status* st) {
+  const PluginState& p = plugin_for(dev.type);
+  if (p.table == nullptr) {
+    *st = fail(FUSEDNORM_BACKEND_UNAVAILABLE, "device %s:%d: %s", device_label(dev.type), dev.id, p.error.c_str());
+    return nullptr;
+  }
+  const int32_t count = p.table->device_count();
+  if (dev.id >= count) {
+    *st = fail(FUSEDNORM_BACKEND_UNAVAILABLE, "device %s:%d: the %s backend sees %d device(s)", device_label(dev.type),
+               dev.id, p.table->name, count);
+    return nullptr;
+  }
+  return p.table;
+}
+
+// Runs a validated call on the device's backend.
+template <class Call, class Fn>
+fusednorm_status run_gpu(const CallDevice& dev, const Call& call, void* stream, Fn fusednorm_plugin::*entry) {
+  fusednorm_status st = FUSEDNORM_SUCCESS;
+  const fusednorm_plugin* plugin = gpu_backend(dev, &st);
+  if (plugin == nullptr) return st;
+  if (plugin->*entry == nullptr) return fail(FUSEDNORM_UNSUPPORTED, "the %s backend does not implement this operation", plugin->name);
+  char msg[1024] = "";
+  st = (plugin->*entry)(&call, dev.id, stream, msg, sizeof msg);
+  return st == FUSEDNORM_SUCCESS ? st : fail(st, "device %s:%d: %s", device_label(dev.type), dev.id, msg);
 }
 
 }  // namespace
@@ -90,8 +114,15 @@ fusednorm_status fusednorm_query_backend(int32_t device_type, fusednorm_backend_
                cpu_target_name(), tbb::info::default_concurrency());
     } else {
       snprintf(info->name, sizeof info->name, device_type == kDLCUDA ? "cuda" : "hip");
-      snprintf(info->detail, sizeof info->detail, "this build of fusednorm has no %s backend (the GPU plugins are not built)",
-               device_type == kDLCUDA ? "CUDA" : "HIP");
+      const PluginState& p = plugin_for(device_type);
+      if (p.table == nullptr) {
+        snprintf(info->detail, sizeof info->detail, "%s", p.error.c_str());
+      } else {
+        info->device_count = p.table->device_count();
+        info->available = info->device_count > 0;
+        if (info->available) p.table->describe(0, info->detail, sizeof info->detail);
+        else snprintf(info->detail, sizeof info->detail, "the %s backend sees no device", p.table->name);
+      }
     }
     return FUSEDNORM_SUCCESS;
   });
@@ -106,13 +137,12 @@ void fusednorm_cast_options_init(fusednorm_cast_options* options) {
 
 fusednorm_status fusednorm_cast(const DLTensor* src, DLTensor* dst, const fusednorm_cast_options* options,
                                 void* stream) {
-  (void)stream;
   return guarded([&] {
     CastCall call;
     CallDevice dev;
     const fusednorm_status st = validate_cast(src, dst, options, &call, &dev);
     if (st != FUSEDNORM_SUCCESS) return st;
-    if (dev.type != kDLCPU) return gpu_unavailable(dev);
+    if (dev.type != kDLCPU) return run_gpu(dev, call, stream, &fusednorm_plugin::cast);
     cpu_cast(call);
     return FUSEDNORM_SUCCESS;
   });
@@ -136,14 +166,13 @@ void fusednorm_rmsnorm_quant_options_init(fusednorm_rmsnorm_quant_options* optio
 fusednorm_status fusednorm_rmsnorm_quant(const DLTensor* input, DLTensor* residual, const DLTensor* weight,
                                          DLTensor* output, DLTensor* scales,
                                          const fusednorm_rmsnorm_quant_options* options, void* stream) {
-  (void)stream;
   return guarded([&] {
     RmsnormQuantCall call;
     CallDevice dev;
     const fusednorm_status st =
         validate_rmsnorm_quant(input, residual, weight, output, scales, options, &call, &dev);
     if (st != FUSEDNORM_SUCCESS) return st;
-    if (dev.type != kDLCPU) return gpu_unavailable(dev);
+    if (dev.type != kDLCPU) return run_gpu(dev, call, stream, &fusednorm_plugin::rmsnorm_quant);
     cpu_rmsnorm_quant(call);
     return FUSEDNORM_SUCCESS;
   });

@@ -1,0 +1,43 @@
+// The versioned C function table between libfusednorm.so and a GPU backend plugin
+// (libfusednorm_cuda.so, libfusednorm_hip.so). The plugin exports one function,
+// fusednorm_plugin_entry_<name>, returning its table; the core loads it lazily on the first call
+// for that device type (src/plugins.cc). Calls cross this boundary already validated, as the
+// plain structs of core/call.h, so the table records their sizes and the core refuses a plugin
+// built against other definitions.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/call.h"
+#include "fusednorm/fusednorm.h"
+
+// Bump on any change to this table or to the structs of core/call.h.
+#define FUSEDNORM_PLUGIN_ABI_VERSION 1u
+
+extern "C" {
+
+typedef struct fusednorm_plugin {
+  uint32_t abi_version;        // FUSEDNORM_PLUGIN_ABI_VERSION of the plugin's build
+  uint32_t struct_size;        // sizeof(fusednorm_plugin)
+  uint32_t cast_call_size;     // sizeof(fusednorm::CastCall)
+  uint32_t rmsnorm_call_size;  // sizeof(fusednorm::RmsnormQuantCall)
+  const char* name;            // "cuda", "hip"
+  int32_t device_type;         // kDLCUDA, kDLROCM
+  // Starts the vendor runtime. SUCCESS, or BACKEND_UNAVAILABLE with the vendor's text in msg
+  // (no driver, no device). Called once.
+  fusednorm_status (*init)(char* msg, size_t msg_size);
+  int32_t (*device_count)(void);
+  // One-line description of device `id` (name, SMs, memory) into msg.
+  void (*describe)(int32_t id, char* msg, size_t msg_size);
+  // Enqueue on `stream` (cudaStream_t / hipStream_t; NULL = default stream). No allocation, no
+  // synchronization. Errors: DEVICE_ERROR or UNSUPPORTED with text in msg.
+  fusednorm_status (*cast)(const fusednorm::CastCall* call, int32_t device_id, void* stream, char* msg,
+                           size_t msg_size);
+  fusednorm_status (*rmsnorm_quant)(const fusednorm::RmsnormQuantCall* call, int32_t device_id, void* stream,
+                                    char* msg, size_t msg_size);
+} fusednorm_plugin;
+
+typedef const fusednorm_plugin* (*fusednorm_plugin_entry_fn)(void);
+
+}  // extern "C"
