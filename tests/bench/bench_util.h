@@ -1,0 +1,189 @@
+// fusednorm-bench helpers: timing, statistics, list parsing, random tensor contents, JSON lines.
+#pragma once
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include "bench_device.h"
+#include "core/dtype.h"
+#include "core/elements.h"
+
+namespace fusednorm {
+namespace bench {
+
+inline double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+inline double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+inline std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  size_t b = 0;
+  while (b <= s.size()) {
+    size_t e = s.find(',', b);
+    if (e == std::string::npos) e = s.size();
+    if (e > b) out.push_back(s.substr(b, e - b));
+    b = e + 1;
+  }
+  return out;
+}
+
+// Last-level cache size in bytes (0 if unknown): sysfs (the largest cache of cpu0), else sysconf
+// (which some virtual machines report wrongly).
+inline size_t llc_bytes() {
+  size_t best = 0;
+  for (int i = 0; i < 8; ++i) {
+    char path[96];
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+    FILE* f = fopen(path, "r");
+    if (!f) break;
+    unsigned long long v = 0;
+    char unit = 0;
+    if (fscanf(f, "%llu%c", &v, &unit) >= 1) {
+      if (unit == 'K') v <<= 10;
+      else if (unit == 'M') v <<= 20;
+      best = std::max(best, size_t(v));
+    }
+    fclose(f);
+  }
+  if (best) return best;
+  long v = 0;
+#ifdef _SC_LEVEL3_CACHE_SIZE
+  v = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (v <= 0) v = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
+  return v > 0 ? size_t(v) : 0;
+}
+
+inline uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// A pool of random values, encoded once per dtype; a tensor row is a window of the pool at a
+// pseudo-random offset (generating hundreds of millions of normal deviates per run would take
+// longer than the benchmark itself).
+class RandomPool {
+ public:
+  // Values mean + stddev * N(0, 1), n of them, from seed.
+  RandomPool(uint64_t seed, float mean, float stddev, size_t n) : seed_(seed) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    values_.resize(n);
+    for (auto& v : values_) v = mean + stddev * nd(rng);
+  }
+  size_t size() const { return values_.size(); }
+  // The pool encoded as dtype t (round to nearest even; sizes of 8+ bits only).
+  const std::vector<uint8_t>& encoded(DType t) {
+    for (auto& e : enc_)
+      if (e.first == t) return e.second;
+    std::vector<uint8_t> bytes(values_.size() * size_t(dtype_bits(t) / 8));
+    for (size_t i = 0; i < values_.size(); ++i)
+      store_code(t, reinterpret_cast<char*>(bytes.data()), int64_t(i), encode<false>(t, values_[i]));
+    enc_.emplace_back(t, std::move(bytes));
+    return enc_.back().second;
+  }
+  // Element offset of the window for row `row` of buffer set `set`, tensor `tag`.
+  size_t offset(uint64_t tag, uint64_t set, uint64_t row, size_t cols) const {
+    const uint64_t h = splitmix64(seed_ ^ splitmix64(tag * 0x100000001B3ull ^ splitmix64(set * 0x5851F42Dull + row)));
+    return size_t(h % uint64_t(values_.size() - cols + 1));
+  }
+
+ private:
+  uint64_t seed_;
+  std::vector<float> values_;
+  std::vector<std::pair<DType, std::vector<uint8_t>>> enc_;
+};
+
+// Fills `sets` consecutive blocks (each `set_stride` bytes apart) of `rows` x `cols` compact rows
+// of dtype t on the device from the pool. Parallel when the device memory is host-addressable,
+// else staged through host memory and uploaded.
+inline void fill_random(Device& dev, char* base, size_t sets, size_t set_stride, int64_t rows, int64_t cols, DType t,
+                        RandomPool& pool, uint64_t tag) {
+  const std::vector<uint8_t>& src = pool.encoded(t);
+  const size_t esz = size_t(dtype_bits(t) / 8), row_bytes = size_t(cols) * esz;
+  const int64_t total = int64_t(sets) * rows;
+  auto row_src = [&](int64_t g) {
+    return src.data() + pool.offset(tag, uint64_t(g / rows), uint64_t(g % rows), size_t(cols)) * esz;
+  };
+  auto row_dst_off = [&](int64_t g) { return size_t(g / rows) * set_stride + size_t(g % rows) * row_bytes; };
+  if (char* host = static_cast<char*>(dev.host_view(base))) {
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, total, std::max<int64_t>(1, 65536 / int64_t(row_bytes))),
+                      [&](const tbb::blocked_range<int64_t>& r) {
+                        for (int64_t g = r.begin(); g < r.end(); ++g) memcpy(host + row_dst_off(g), row_src(g), row_bytes);
+                      });
+    return;
+  }
+  // Staged: one set at a time (a set is one compact block).
+  std::vector<uint8_t> stage(size_t(rows) * row_bytes);
+  for (size_t s = 0; s < sets; ++s) {
+    for (int64_t r = 0; r < rows; ++r) memcpy(stage.data() + size_t(r) * row_bytes, row_src(int64_t(s) * rows + r), row_bytes);
+    dev.upload(base + s * set_stride, stage.data(), stage.size());
+  }
+}
+
+// One JSON object on one line, keys in insertion order.
+class JsonLine {
+ public:
+  JsonLine& str(const char* k, const std::string& v) {
+    key(k);
+    s_ += '"';
+    for (char c : v) {
+      if (c == '"' || c == '\\') { s_ += '\\'; s_ += c; }
+      else if (static_cast<unsigned char>(c) < 0x20) { char b[8]; snprintf(b, sizeof b, "\\u%04x", c); s_ += b; }
+      else s_ += c;
+    }
+    s_ += '"';
+    return *this;
+  }
+  JsonLine& num(const char* k, double v) {
+    key(k);
+    char b[64];
+    if (std::isfinite(v)) snprintf(b, sizeof b, "%.6g", v);
+    else snprintf(b, sizeof b, "null");
+    s_ += b;
+    return *this;
+  }
+  JsonLine& integer(const char* k, long long v) {
+    key(k);
+    s_ += std::to_string(v);
+    return *this;
+  }
+  JsonLine& boolean(const char* k, bool v) {
+    key(k);
+    s_ += v ? "true" : "false";
+    return *this;
+  }
+  std::string done() const { return s_ + "}"; }
+
+ private:
+  void key(const char* k) {
+    s_ += s_.size() > 1 ? ", \"" : "\"";
+    s_ += k;
+    s_ += "\": ";
+  }
+  std::string s_ = "{";
+};
+
+}  // namespace bench
+}  // namespace fusednorm
