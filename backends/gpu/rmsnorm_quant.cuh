@@ -1,0 +1,336 @@
+// Compiled twice: as CUDA (backends/cuda) and as HIP (backends/hip).
+// rmsnorm_quant on the GPU: one row per group of T = P/8 threads, the row kept in registers,
+// read once. Thread t owns elements [k*P + 8t, k*P + 8t + 8) for steps k = 0..S-1, i.e. exactly
+// the 8 partial sums 8t..8t+7 of the canonical reduction (docs/numerics.md §2), which it
+// accumulates in step order; the pairwise tree continues across threads with shfl_xor and
+// across warps through shared memory. The shape (T, rows per block, steps) depends on H only.
+#pragma once
+
+#include <stdint.h>
+
+#include "backends/gpu/gpu_runtime.h"
+#include "core/call.h"
+#include "math/quant_math.h"
+
+namespace fusednorm {
+namespace gpu {
+
+constexpr int kElemsPerThread = 8;   // one 16-byte load of bf16/f16
+constexpr int kMaxBlockThreads = 512;
+constexpr int kMaxSteps = 8;         // register budget: 64 f32 per thread
+
+// Which 16-byte (in, residual, weight) and 8-byte (out) vector accesses are aligned for every row.
+constexpr int32_t kVecIn = 1, kVecOut = 2, kVecWeight = 4;
+
+struct RowShape {
+  int32_t threads_per_row;  // T = P / 8
+  int32_t rows_per_block;   // R
+  int32_t steps;            // S = ceil(H / P)
+  int32_t partials;         // P
+};
+
+// From H alone (batch invariance).
+inline RowShape row_shape(int64_t h) {
+  RowShape s;
+  s.partials = int32_t(math::reduction_partials(h));
+  s.threads_per_row = s.partials / kElemsPerThread;
+  s.rows_per_block = s.threads_per_row >= 256 ? 1 : 256 / s.threads_per_row;
+  s.steps = int32_t((h + s.partials - 1) / s.partials);
+  return s;
+}
+
+// ---------------------------------------------------------------- element access
+
+template <DType kIn>
+struct InTraits;
+template <>
+struct InTraits<DType::kF32> {
+  static constexpr int kBytes = 4;
+  static __device__ __forceinline__ float decode(uint32_t u) { return math::float_of(u); }
+  static __device__ __forceinline__ uint32_t encode(float v) { return math::encode_f32<false>(v); }
+};
+template <>
+struct InTraits<DType::kF16> {
+  static constexpr int kBytes = 2;
+  static __device__ __forceinline__ float decode(uint32_t u) { return math::decode_f16(u); }
+  static __device__ __forceinline__ uint32_t encode(float v) { return math::encode_f16<false>(v); }
+};
+template <>
+struct InTraits<DType::kBF16> {
+  static constexpr int kBytes = 2;
+  static __device__ __forceinline__ float decode(uint32_t u) { return math::decode_bf16(u); }
+  static __device__ __forceinline__ uint32_t encode(float v) { return math::encode_bf16<false>(v); }
+};
+
+// Raw codes of 8 consecutive elements starting at element e; elements at or past h read as 0.
+template <int kBytes>
+__device__ __forceinline__ void load8(const char* row, int64_t e, int64_t h, bool vec, uint32_t u[8]) {
+  if (vec && e + 8 <= h) {
+    if (kBytes == 2) {
+      const uint4 q = *reinterpret_cast<const uint4*>(row + e * 2);
+      const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        u[2 * j] = w[j] & 0xFFFFu;
+        u[2 * j + 1] = w[j] >> 16;
+      }
+    } else {
+      const uint4 a = *reinterpret_cast<const uint4*>(row + e * 4);
+      const uint4 b = *reinterpret_cast<const uint4*>(row + e * 4 + 16);
+      u[0] = a.x; u[1] = a.y; u[2] = a.z; u[3] = a.w;
+      u[4] = b.x; u[5] = b.y; u[6] = b.z; u[7] = b.w;
+    }
+    return;
+  }
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    u[j] = 0;
+    if (e + j < h) {
+      if (kBytes == 2) u[j] = reinterpret_cast<const uint16_t*>(row)[e + j];
+      else u[j] = reinterpret_cast<const uint32_t*>(row)[e + j];
+    }
+  }
+}
+
+template <int kBytes>
+__device__ __forceinline__ void store8(char* row, int64_t e, int64_t h, bool vec, const uint32_t u[8]) {
+  if (vec && e + 8 <= h) {
+    if (kBytes == 2) {
+      uint4 q;
+      q.x = u[0] | (u[1] << 16); q.y = u[2] | (u[3] << 16);
+      q.z = u[4] | (u[5] << 16); q.w = u[6] | (u[7] << 16);
+      *reinterpret_cast<uint4*>(row + e * 2) = q;
+    } else if (kBytes == 4) {
+      *reinterpret_cast<uint4*>(row + e * 4) = make_uint4(u[0], u[1], u[2], u[3]);
+      *reinterpret_cast<uint4*>(row + e * 4 + 16) = make_uint4(u[4], u[5], u[6], u[7]);
+    } else {
+      uint2 q;
+      q.x = u[0] | (u[1] << 8) | (u[2] << 16) | (u[3] << 24);
+      q.y = u[4] | (u[5] << 8) | (u[6] << 16) | (u[7] << 24);
+      *reinterpret_cast<uint2*>(row + e) = q;
+    }
+    return;
+  }
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    if (e + j < h) {
+      if (kBytes == 2) reinterpret_cast<uint16_t*>(row)[e + j] = uint16_t(u[j]);
+      else if (kBytes == 4) reinterpret_cast<uint32_t*>(row)[e + j] = u[j];
+      else reinterpret_cast<uint8_t*>(row)[e + j] = uint8_t(u[j]);
+    }
+  }
+}
+
+__device__ __forceinline__ uint32_t encode_out(DType t, float v) {
+  switch (t) {
+#define FN_MINIFLOAT(name, ...) \
+  case DType::k_##name: return math::name::encode<false>(v);
+#include "math/formats.inc"
+#undef FN_MINIFLOAT
+    default: return math::encode_int8(v);
+  }
+}
+
+__device__ __forceinline__ void store_scale(const RmsnormQuantCall& c, int64_t row, int64_t group,
+                                            uint32_t stored) {
+  if (c.packed) {
+    uint8_t* p = reinterpret_cast<uint8_t*>(row_ptr(c.lead, c.out, row) + c.h);
+#pragma unroll
+    for (int b = 0; b < 4; ++b) p[b] = uint8_t(stored >> (8 * b));  // little-endian, any alignment
+    return;
+  }
+  char* p = row_ptr(c.lead, c.scales, row) + group * c.scale_col_stride;
+  switch (c.scale_type) {
+    case math::ScaleType::kF32: *reinterpret_cast<uint32_t*>(p) = stored; break;
+    case math::ScaleType::kE8M0: *reinterpret_cast<uint8_t*>(p) = uint8_t(stored); break;
+    default: *reinterpret_cast<uint16_t*>(p) = uint16_t(stored); break;
+  }
+}
+
+// ---------------------------------------------------------------- reductions within a row
+// A row's T threads are T consecutive lanes of the block (T a power of two). Below the warp,
+// shfl_xor pairs lanes t and t^m; above it, warp results meet in shared memory `red` (one slot
+// per warp of the block) and every thread of the row combines its row's slots in the same
+// pairwise order. Every thread of the block must call these (they contain barriers).
+
+template <int kWarp>
+__device__ __forceinline__ float row_sum(float v, int t, int threads_per_row, float* red) {
+  const int lanes = threads_per_row < kWarp ? threads_per_row : kWarp;
+  for (int m = 1; m < lanes; m *= 2) v = math::add_rn(v, FN_SHFL_XOR(v, m, kWarp));
+  if (threads_per_row <= kWarp) return v;
+  const int warp = threadIdx.x / kWarp;
+  if (threadIdx.x % kWarp == 0) red[warp] = v;
+  __syncthreads();
+  // The row's n = T / kWarp warp sums, tree-added on the first n lanes of every warp (lanes past
+  // n add zeros among themselves), then lane 0's value is everyone's.
+  const int n = threads_per_row / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  float p = lane < n ? red[warp - t / kWarp + lane] : 0.0f;
+  for (int m = 1; m < n; m *= 2) p = math::add_rn(p, FN_SHFL_XOR(p, m, kWarp));
+  p = FN_SHFL(p, 0, kWarp);
+  __syncthreads();
+  return p;
+}
+
+template <int kWarp>
+__device__ __forceinline__ uint32_t lanes_max(uint32_t v, int lanes) {
+  for (int m = 1; m < lanes; m *= 2) {
+    const uint32_t o = FN_SHFL_XOR(v, m, kWarp);
+    v = o > v ? o : v;
+  }
+  return v;
+}
+
+template <int kWarp>
+__device__ __forceinline__ uint32_t row_max(uint32_t v, int t, int threads_per_row, uint32_t* red) {
+  v = lanes_max<kWarp>(v, threads_per_row < kWarp ? threads_per_row : kWarp);
+  if (threads_per_row <= kWarp) return v;
+  const int warp = threadIdx.x / kWarp;
+  if (threadIdx.x % kWarp == 0) red[warp] = v;
+  __syncthreads();
+  const int first = warp - (t / kWarp);
+  for (int i = 0; i < threads_per_row / kWarp; ++i) v = red[first + i] > v ? red[first + i] : v;
+  __syncthreads();
+  return v;
+}
+
+__device__ __forceinline__ uint32_t abs_bits(float y) { return math::bits_of(y) & math::kF32AbsMask; }
+
+// ---------------------------------------------------------------- the kernel
+
+template <DType kIn, int kWarp, int kSteps>
+__global__ void __launch_bounds__(kMaxBlockThreads)
+    rmsnorm_quant_kernel(const RmsnormQuantCall c, const RowShape shape, const int64_t first_row,
+                         const int32_t vec) {
+  using In = InTraits<kIn>;
+  __shared__ float red_sum[kMaxBlockThreads / 32];
+  __shared__ uint32_t red_max[kMaxBlockThreads / 32];
+  const int T = shape.threads_per_row, P = shape.partials, S = shape.steps;
+  const int t = threadIdx.x % T;
+  const int64_t row = first_row + int64_t(blockIdx.x) * shape.rows_per_block + threadIdx.x / T;
+  const bool active = row < c.lead.rows;  // inactive threads still join every barrier
+  const int64_t h = c.h;
+  const bool vin = vec & kVecIn, vout = vec & kVecOut, vw = vec & kVecWeight;
+
+  const char* in = active ? row_ptr(c.lead, c.in, row) : nullptr;
+  char* res = active && c.res.data ? row_ptr(c.lead, c.res, row) : nullptr;
+
+  // 1. Load the row (and add the residual, rounding to the input dtype and writing it back).
+  float x[kSteps][8];
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s) {
+    const int64_t e = int64_t(s) * P + 8 * t;
+    uint32_t u[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    if (active && s < S) load8<In::kBytes>(in, e, h, vin, u);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) x[s][j] = In::decode(u[j]);
+    if (res != nullptr && s < S) {
+      uint32_t r[8];
+      load8<In::kBytes>(res, e, h, vin, r);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        r[j] = In::encode(math::add_rn(x[s][j], In::decode(r[j])));
+        x[s][j] = e + j < h ? In::decode(r[j]) : 0.0f;
+      }
+      store8<In::kBytes>(res, e, h, vin, r);
+    }
+  }
+
+  // 2. Sum of squares in the canonical order, inv_rms.
+  float inv = 1.0f;
+  if (c.norm == FUSEDNORM_NORM_RMS) {
+    float part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s)
+#pragma unroll
+      for (int j = 0; j < 8; ++j) part[j] = math::add_rn(part[j], math::mul_rn(x[s][j], x[s][j]));
+    const float v = math::add_rn(math::add_rn(math::add_rn(part[0], part[1]), math::add_rn(part[2], part[3])),
+                                 math::add_rn(math::add_rn(part[4], part[5]), math::add_rn(part[6], part[7])));
+    inv = math::inv_rms(row_sum<kWarp>(v, t, T, red_sum), math::length_f32(h), c.eps);
+  }
+
+  // 3. y = (x * inv) * (w + offset); elements past H are 0.
+  const char* w = c.weight;
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s) {
+    const int64_t e = int64_t(s) * P + 8 * t;
+    if (c.norm == FUSEDNORM_NORM_RMS) {
+      uint32_t wu[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      if (s < S) {
+        // The weight's dtype may differ from the input's.
+        if (c.w_type == DType::kF32) load8<4>(w, e, h, vw, wu);
+        else load8<2>(w, e, h, vw, wu);
+      }
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const float wf = c.w_type == DType::kF32   ? math::float_of(wu[j])
+                         : c.w_type == DType::kF16 ? math::decode_f16(wu[j])
+                                                   : math::decode_bf16(wu[j]);
+        x[s][j] = math::norm_apply(x[s][j], inv, math::add_rn(wf, c.weight_offset));
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      if (s >= S || e + j >= h) x[s][j] = 0.0f;
+  }
+
+  // 4. Scales: one r per step (a unit is a row, a group within a step, or a group of steps).
+  float rcp[kSteps];
+  if (c.mode == FUSEDNORM_SCALE_STATIC) {
+    const float r = math::div_rn(1.0f, *c.static_scale);
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s) rcp[s] = r;
+  } else {
+    const int64_t g = c.group;
+    if (g < h && g <= P) {
+      // Groups inside a step: G/8 adjacent lanes share one.
+      const int lanes = int(g / 8);
+#pragma unroll
+      for (int s = 0; s < kSteps; ++s) {
+        uint32_t m = 0;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) m = abs_bits(x[s][j]) > m ? abs_bits(x[s][j]) : m;
+        m = lanes_max<kWarp>(m, lanes);
+        const math::DynamicScale ds = math::dynamic_scale(m, c.qmax, c.scale_ub, c.min_scale, c.scale_type);
+        const int64_t e = int64_t(s) * P + 8 * t;
+        if (active && s < S && e < h && t % lanes == 0) store_scale(c, row, e / g, ds.stored);
+        rcp[s] = ds.r;
+      }
+    } else {
+      // A unit spans whole steps (the row, or a group of G/P steps): reduce over the row.
+      const int per = g >= h ? kSteps : int(g / P);
+#pragma unroll
+      for (int s0 = 0; s0 < kSteps; s0 += 1) {
+        if (s0 % per != 0) continue;
+        uint32_t m = 0;
+#pragma unroll
+        for (int s = 0; s < kSteps; ++s)
+          if (s >= s0 && s < s0 + per)
+#pragma unroll
+            for (int j = 0; j < 8; ++j) m = abs_bits(x[s][j]) > m ? abs_bits(x[s][j]) : m;
+        m = row_max<kWarp>(m, t, T, red_max);
+        const math::DynamicScale ds = math::dynamic_scale(m, c.qmax, c.scale_ub, c.min_scale, c.scale_type);
+        if (active && t == 0 && int64_t(s0) * P < h) store_scale(c, row, g >= h ? 0 : int64_t(s0) * P / g, ds.stored);
+#pragma unroll
+        for (int s = 0; s < kSteps; ++s)
+          if (s >= s0 && s < s0 + per) rcp[s] = ds.r;
+      }
+    }
+  }
+
+  // 5. Encode and store 8 codes per step.
+  if (!active) return;
+  char* out = row_ptr(c.lead, c.out, row);
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s) {
+    if (s >= S) continue;
+    const int64_t e = int64_t(s) * P + 8 * t;
+    uint32_t q[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) q[j] = encode_out(c.out_type, math::clamp_sym(math::mul_rn(x[s][j], rcp[s]), c.qclamp));
+    store8<1>(out, e, h, vout, q);
+  }
+}
+
+}  // namespace gpu
+}  // namespace fusednorm
