@@ -1,0 +1,328 @@
+// rmsnorm_quant on a GPU (kDLCUDA) through the public API, byte for byte against the CPU backend
+// on the same fresh random inputs: every option combination, every H of the list, strided and
+// misaligned rows, special rows, batch invariance, one call of more than 2^31 elements, and
+// CUDA-graph capture and replay with new input data. Without a GPU every case prints
+// FUSEDNORM_SKIP (ctest reports it as skipped).
+#include <cuda_runtime.h>
+#include <math.h>
+
+#include <catch2/catch.hpp>
+
+#include "common/rmsnorm_case.h"
+#include "core/validate.h"
+
+namespace fusednorm {
+namespace test {
+namespace {
+
+#define CUDA_OK(expr) REQUIRE((expr) == cudaSuccess)
+
+bool gpu_available() {
+  fusednorm_backend_info info{};
+  info.struct_size = sizeof info;
+  if (fusednorm_query_backend(kDLCUDA, &info) != FUSEDNORM_SUCCESS || !info.available) {
+    printf("FUSEDNORM_SKIP: no CUDA device: %s\n", info.detail);
+    return false;
+  }
+  static bool said = false;
+  if (!said) printf("CUDA backend: %s\n", info.detail);
+  said = true;
+  return true;
+}
+
+// A device copy of a HostTensor: the whole allocation (guards and poison included) so that
+// writes outside the tensor are caught after download.
+class DeviceMirror {
+ public:
+  explicit DeviceMirror(HostTensor& h) : host_(&h) {
+    const auto& st = h.storage();
+    CUDA_OK(cudaMalloc(&base_, st.size()));
+    upload();
+    dl_ = *h.dl();
+    dl_.data = static_cast<char*>(base_) + (h.data_begin() - st.data());
+    dl_.device = DLDevice{kDLCUDA, 0};
+  }
+  ~DeviceMirror() { cudaFree(base_); }
+  DeviceMirror(const DeviceMirror&) = delete;
+  DeviceMirror& operator=(const DeviceMirror&) = delete;
+  void upload() { CUDA_OK(cudaMemcpy(base_, host_->storage().data(), host_->storage().size(), cudaMemcpyHostToDevice)); }
+  void download() {
+    CUDA_OK(cudaMemcpy(host_->storage().data(), base_, host_->storage().size(), cudaMemcpyDeviceToHost));
+  }
+  DLTensor* dl() { return &dl_; }
+
+ private:
+  HostTensor* host_;
+  void* base_ = nullptr;
+  DLTensor dl_{};
+};
+
+// The case's tensors mirrored on the GPU.
+struct GpuCase {
+  CaseTensors& host;
+  std::unique_ptr<DeviceMirror> input, residual, weight, output, scales;
+  explicit GpuCase(CaseTensors& h) : host(h) {
+    input = std::make_unique<DeviceMirror>(*h.input);
+    if (h.residual) residual = std::make_unique<DeviceMirror>(*h.residual);
+    weight = std::make_unique<DeviceMirror>(*h.weight);
+    output = std::make_unique<DeviceMirror>(*h.output);
+    if (h.scales) scales = std::make_unique<DeviceMirror>(*h.scales);
+  }
+  fusednorm_status enqueue(cudaStream_t stream = nullptr) {
+    const auto o = host.spec.options();
+    return fusednorm_rmsnorm_quant(input->dl(), residual ? residual->dl() : nullptr,
+                                   host.spec.norm ? weight->dl() : nullptr, output->dl(),
+                                   scales ? scales->dl() : nullptr, &o, stream);
+  }
+  void download() {
+    output->download();
+    if (residual) residual->download();
+    if (scales) scales->download();
+  }
+};
+
+// Runs the case on the CPU backend and on the GPU; compares every output byte.
+void check_gpu_case(CaseTensors& base, const std::string& seed_note) {
+  auto cpu = base.clone_inputs();
+  REQUIRE(cpu->run_library() == FUSEDNORM_SUCCESS);
+  auto gpu_host = base.clone_inputs();
+  GpuCase gpu(*gpu_host);
+  INFO(base.spec.describe() << " " << seed_note);
+  const fusednorm_status st = gpu.enqueue();
+  INFO(fusednorm_last_error());
+  REQUIRE(st == FUSEDNORM_SUCCESS);
+  CUDA_OK(cudaDeviceSynchronize());
+  gpu.download();
+  REQUIRE(compare_outputs(*gpu_host, *cpu) == "");
+}
+
+const int64_t kHs[] = {1, 7, 8, 9, 15, 16, 17, 97, 128, 333, 513, 1001, 4096, 8192, 8193, 16384};
+const DType kIns[] = {DType::kF32, DType::kF16, DType::kBF16};
+const DType kOuts[] = {DType::k_f8e4m3fn, DType::k_f8e4m3fnuz, DType::k_f8e4m3,
+                       DType::k_f8e5m2,   DType::k_f8e5m2fnuz, DType::kI8};
+
+std::vector<CaseSpec> scale_variants() {
+  std::vector<CaseSpec> v;
+  CaseSpec s;
+  s.mode = FUSEDNORM_SCALE_STATIC;
+  v.push_back(s);
+  s.mode = FUSEDNORM_SCALE_DYNAMIC_ROW;
+  s.placement = FUSEDNORM_SCALES_PACKED_ROW_END;
+  v.push_back(s);
+  s.placement = FUSEDNORM_SCALES_TENSOR;
+  for (int mode : {FUSEDNORM_SCALE_DYNAMIC_ROW, FUSEDNORM_SCALE_DYNAMIC_GROUP})
+    for (int64_t g : {32, 64, 128}) {
+      if (mode == FUSEDNORM_SCALE_DYNAMIC_ROW && g != 128) continue;
+      for (DType st : {DType::kF32, DType::kF16, DType::kBF16, DType::kE8M0})
+        for (bool col : {false, true}) {
+          s.mode = mode;
+          s.group = g;
+          s.scale = st;
+          s.col_major_scales = col;
+          v.push_back(s);
+        }
+    }
+  return v;
+}
+
+TEST_CASE("gpu rmsnorm_quant: equals the CPU backend for every option combination and every H",
+          "[gpu][rmsnorm_quant]") {
+  if (!gpu_available()) return;
+  const uint64_t seed = Catch::rngSeed() ? Catch::rngSeed() : uint64_t(time(nullptr));
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> coin(0, 1), pick(0, 7);
+  const auto variants = scale_variants();
+  int64_t cases = 0;
+  for (DType in : kIns)
+    for (DType out : kOuts)
+      for (const CaseSpec& v : variants)
+        for (int flags = 0; flags < 4; ++flags) {
+          CaseSpec s = v;
+          s.in = in;
+          s.w = kIns[size_t(pick(rng)) % 3];
+          s.out = out;
+          s.residual = flags & 1;
+          s.norm = (flags & 2) == 0;
+          s.weight_offset = coin(rng) ? 1.0f : 0.0f;
+          s.eps = coin(rng) ? 1e-6f : 0.0f;
+          s.scale_ub = pick(rng) == 0 ? 0.25f : INFINITY;
+          s.min_scale = pick(rng) == 0 ? 1e-6f : 0.0f;
+          s.qmax = pick(rng) == 0 ? quant_max(out) / 2 : 0.0f;
+          s.row_pad = pick(rng) == 0 ? 5 : 0;
+          s.misalign = pick(rng) == 0 ? 2 : 0;
+          s.lead = pick(rng) == 0 ? std::vector<int64_t>{2, 3} : std::vector<int64_t>{5};
+          const int64_t h = kHs[size_t(cases) % (sizeof kHs / sizeof kHs[0])];
+          s.h = s.mode == FUSEDNORM_SCALE_DYNAMIC_GROUP ? std::max<int64_t>(s.group, h / s.group * s.group) : h;
+          CaseTensors t(s);
+          t.fill_random(rng);
+          check_gpu_case(t, "seed=" + std::to_string(seed));
+          ++cases;
+        }
+  // Every H with every main mode, input dtype, and aligned vs strided/misaligned rows.
+  for (int64_t h : kHs)
+    for (int mode : {FUSEDNORM_SCALE_STATIC, FUSEDNORM_SCALE_DYNAMIC_ROW, FUSEDNORM_SCALE_DYNAMIC_GROUP})
+      for (DType in : kIns)
+        for (int layout = 0; layout < 2; ++layout) {
+          CaseSpec s;
+          s.in = s.w = in;
+          s.mode = mode;
+          s.group = 32;
+          if (mode == FUSEDNORM_SCALE_DYNAMIC_GROUP && h % 32 != 0) continue;
+          s.h = h;
+          s.lead = {37};
+          s.residual = mode == FUSEDNORM_SCALE_DYNAMIC_ROW;
+          s.row_pad = layout ? 3 : 0;
+          s.misalign = layout ? 2 : 0;
+          CaseTensors t(s);
+          t.fill_random(rng);
+          check_gpu_case(t, "seed=" + std::to_string(seed));
+        }
+}
+
+TEST_CASE("gpu rmsnorm_quant: special rows", "[gpu][rmsnorm_quant]") {
+  if (!gpu_available()) return;
+  for (DType in : kIns)
+    for (DType out : kOuts)
+      for (int variant = 0; variant < 5; ++variant) {
+        CaseSpec s;
+        s.in = s.w = in;
+        s.out = out;
+        s.h = variant == 3 ? 64 : 40;
+        s.lead = {8};
+        s.mode = variant == 0   ? FUSEDNORM_SCALE_STATIC
+                 : variant == 3 ? FUSEDNORM_SCALE_DYNAMIC_GROUP
+                                : FUSEDNORM_SCALE_DYNAMIC_ROW;
+        s.group = 32;
+        s.scale_ub = variant == 2 ? 1.5f : INFINITY;
+        s.scale = variant == 4 ? DType::kE8M0 : DType::kF32;
+        s.norm = variant != 1;
+        s.eps = variant == 1 ? 0.0f : 1e-6f;
+        CaseTensors t(s);
+        for (int64_t i = 0; i < s.h; ++i) t.weight->set(0, i, 1.0f + 0.01f * float(i));
+        for (int64_t i = 0; i < s.h; ++i) {
+          const float f = float(i + 1);
+          t.input->set(0, i, 0.0f);
+          t.input->set(1, i, (i % 2 ? -1e-40f : 1e-40f) * f);
+          t.input->set(2, i, (i % 3 ? 3e38f : -3e38f) / f);
+          t.input->set(3, i, i == 5 ? NAN : f);
+          t.input->set(4, i, i == 7 ? -INFINITY : f);
+          t.input->set(5, i, i < 20 ? 1e-3f * f : 60000.0f * f);
+          t.input->set(6, i, i == 33 ? INFINITY : -0.0f);
+          t.input->set(7, i, (i % 2 ? 1.0f : -1.0f) * 1e-30f * f);
+        }
+        check_gpu_case(t, "special rows");
+      }
+}
+
+TEST_CASE("gpu rmsnorm_quant: the same rows give the same bytes at batch 1, 7, 128, 4096, 16384",
+          "[gpu][rmsnorm_quant]") {
+  if (!gpu_available()) return;
+  std::mt19937_64 rng(99);
+  for (int64_t h : {int64_t(333), int64_t(4096)}) {
+    CaseSpec big;
+    big.h = h;
+    big.lead = {16384};
+    big.mode = h % 128 == 0 ? FUSEDNORM_SCALE_DYNAMIC_GROUP : FUSEDNORM_SCALE_DYNAMIC_ROW;
+    CaseTensors all(big);
+    all.fill_random(rng);
+    auto gpu_host = all.clone_inputs();
+    GpuCase gpu(*gpu_host);
+    REQUIRE(gpu.enqueue() == FUSEDNORM_SUCCESS);
+    CUDA_OK(cudaDeviceSynchronize());
+    gpu.download();
+    for (int64_t batch : {1, 7, 128, 4096}) {
+      CaseSpec s = big;
+      s.lead = {batch};
+      CaseTensors part(s);
+      const size_t in_row = size_t(h) * 2;
+      for (int64_t r = 0; r < batch; ++r) memcpy(part.input->row(r), all.input->row(r), in_row);
+      part.weight->copy_from(*all.weight);
+      auto ph = part.clone_inputs();
+      GpuCase pg(*ph);
+      REQUIRE(pg.enqueue() == FUSEDNORM_SUCCESS);
+      CUDA_OK(cudaDeviceSynchronize());
+      pg.download();
+      INFO("h=" << h << " batch=" << batch);
+      for (int64_t r = 0; r < batch; ++r) {
+        REQUIRE(memcmp(ph->output->row(r), gpu_host->output->row(r), size_t(h)) == 0);
+        REQUIRE(memcmp(ph->scales->row(r), gpu_host->scales->row(r), size_t(s.groups() * 4)) == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("gpu rmsnorm_quant: one call over more than 2^31 elements", "[gpu][rmsnorm_quant][large]") {
+  if (!gpu_available()) return;
+  CaseSpec s;
+  s.h = 8192;
+  s.lead = {(int64_t(1) << 31) / 8192 + 3};  // 2^31 + 3 * 8192 elements
+  s.in = s.w = DType::kBF16;
+  CaseTensors t(s);
+  std::mt19937_64 rng(5);
+  // Fill quickly: a repeating random row pattern with a per-row twist.
+  std::vector<uint16_t> pattern(size_t(s.h) * 7);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (auto& v : pattern) v = uint16_t(math::encode_bf16(nd(rng)));
+  for (int64_t r = 0; r < t.input->rows(); ++r) {
+    uint16_t* row = reinterpret_cast<uint16_t*>(t.input->row(r));
+    memcpy(row, pattern.data() + size_t(r % 7) * size_t(s.h), size_t(s.h) * 2);
+    row[r % s.h] = uint16_t(math::encode_bf16(float(r % 1000) - 500.0f));
+  }
+  for (int64_t i = 0; i < s.h; ++i) t.weight->set(0, i, 1.0f + 0.001f * float(i % 100));
+  check_gpu_case(t, "large");
+}
+
+TEST_CASE("gpu rmsnorm_quant: CUDA graph capture and replay with new inputs", "[gpu][rmsnorm_quant][graph]") {
+  if (!gpu_available()) return;
+  std::mt19937_64 rng(21);
+  for (int mode : {FUSEDNORM_SCALE_STATIC, FUSEDNORM_SCALE_DYNAMIC_ROW, FUSEDNORM_SCALE_DYNAMIC_GROUP}) {
+    CaseSpec s;
+    s.h = 4096;
+    s.lead = {8};
+    s.mode = mode;
+    s.residual = mode == FUSEDNORM_SCALE_DYNAMIC_ROW;
+    CaseTensors t(s);
+    t.fill_random(rng);
+    auto gpu_host = t.clone_inputs();
+    GpuCase gpu(*gpu_host);
+    cudaStream_t stream;
+    CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    cudaGraph_t graph;
+    CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    const fusednorm_status st = gpu.enqueue(stream);
+    CUDA_OK(cudaStreamEndCapture(stream, &graph));
+    REQUIRE(st == FUSEDNORM_SUCCESS);
+    cudaGraphExec_t exec;
+    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+    for (int round = 0; round < 3; ++round) {
+      // New input data in the same buffers, then replay.
+      CaseTensors fresh(s);
+      fresh.fill_random(rng);
+      fresh.weight->copy_from(*t.weight);
+      gpu_host->input->copy_from(*fresh.input);
+      gpu.input->upload();
+      if (fresh.residual) {
+        gpu_host->residual->copy_from(*fresh.residual);
+        gpu.residual->upload();
+      }
+      if (mode == FUSEDNORM_SCALE_STATIC) {
+        gpu_host->scales->set(0, 0, 0.01f * float(round + 1));  // a new static scale, same pointer
+        fresh.scales->set(0, 0, 0.01f * float(round + 1));
+        gpu.scales->upload();
+      }
+      CUDA_OK(cudaGraphLaunch(exec, stream));
+      CUDA_OK(cudaStreamSynchronize(stream));
+      gpu.download();
+      REQUIRE(fresh.run_library() == FUSEDNORM_SUCCESS);
+      INFO("mode " << mode << " round " << round);
+      REQUIRE(compare_outputs(*gpu_host, fresh) == "");
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(stream);
+  }
+}
+
+}  // namespace
+}  // namespace test
+}  // namespace fusednorm

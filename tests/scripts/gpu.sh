@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# GPU build, tests and benchmark in one script, for an NVIDIA machine with nvcc 13, CMake and
+# ninja and no network. Libraries the system lacks (Highway, oneTBB, Catch2, DLPack) are taken
+# from Debian .deb files in ${FUSEDNORM_DEPS_DIR:-.deps} (fetch them on a Debian 12 machine with
+# `apt-get download libhwy-dev libhwy1 libtbb-dev libtbb12 libtbbmalloc2 libtbbbind-2-5 catch2
+# libdlpack-dev`) and unpacked under build-gpu/deps. Logs go to ${OUT:-build-gpu/out}.
+# Usage: bash tests/scripts/gpu.sh [build|test|sanitize|bench|all]...   (default: all)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+out=${OUT:-$root/build-gpu/out}
+mkdir -p "$out"
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(all)
+want() { for s in "${steps[@]}"; do [ "$s" = all ] || [ "$s" = "$1" ] && return 0; done; return 1; }
+status=0
+note() { echo "== $*" | tee -a "$out/summary.txt"; }
+
+if [ ! -f /usr/include/hwy/highway.h ]; then
+  deps=$root/build-gpu/deps
+  if [ ! -d "$deps/usr" ]; then
+    mkdir -p "$deps"
+    for f in "${FUSEDNORM_DEPS_DIR:-$root/.deps}"/*.deb; do dpkg-deb -x "$f" "$deps"; done
+  fi
+  export CMAKE_PREFIX_PATH="$deps/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
+  export LD_LIBRARY_PATH="$deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export CPATH="$deps/usr/include${CPATH:+:$CPATH}"
+fi
+
+if want build || want test || want sanitize || want bench; then
+  t0=$(date +%s)
+  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DFUSEDNORM_CUDA=ON \
+    -DFUSEDNORM_CUDA_ARCHITECTURES="${FUSEDNORM_CUDA_ARCHITECTURES:-90a-real}" >"$out/configure.log" 2>&1 &&
+    ninja -C build-gpu fusednorm fusednorm_cuda fusednorm-bench test_gpu_rmsnorm_quant test_rmsnorm_quant_cpu \
+      >"$out/build.log" 2>&1
+  rc=$?
+  note "build: rc=$rc in $(( $(date +%s) - t0 )) s"
+  [ $rc -eq 0 ] || { tail -30 "$out/build.log"; exit 1; }
+fi
+nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version --format=csv >"$out/gpu.txt" 2>&1
+cat "$out/gpu.txt"
+
+if want test; then
+  t0=$(date +%s)
+  ./build-gpu/tests/test_gpu_rmsnorm_quant >"$out/gpu_tests.log" 2>&1
+  rc=$?; [ $rc -eq 0 ] || status=1
+  note "gpu tests: rc=$rc in $(( $(date +%s) - t0 )) s: $(tail -2 "$out/gpu_tests.log" | tr '\n' ' ')"
+fi
+
+if want sanitize; then
+  for tool in memcheck racecheck; do
+    t0=$(date +%s)
+    compute-sanitizer --tool $tool --error-exitcode 3 \
+      ./build-gpu/tests/test_gpu_rmsnorm_quant "~[large]" "~[graph]" >"$out/sanitizer_$tool.log" 2>&1
+    rc=$?; [ $rc -eq 0 ] || status=1
+    note "compute-sanitizer $tool: rc=$rc in $(( $(date +%s) - t0 )) s: $(grep -E 'ERROR SUMMARY|All tests passed|test cases' "$out/sanitizer_$tool.log" | tr '\n' ' ')"
+  done
+fi
+
+if want bench; then
+  t0=$(date +%s)
+  ./build-gpu/fusednorm-bench --device cuda:0 ${FUSEDNORM_BENCH_ARGS:-} >"$out/bench_gpu.txt" 2>"$out/bench_gpu.err"
+  rc=$?; [ $rc -eq 0 ] || status=1
+  note "bench: rc=$rc in $(( $(date +%s) - t0 )) s"
+fi
+cat "$out/summary.txt"
+exit $status
