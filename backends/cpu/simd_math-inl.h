@@ -44,27 +44,44 @@ HWY_INLINE VU Sel(hn::Mask<DI> m, VU yes, VU no) {
 HWY_INLINE VU SetU(uint32_t v) { return hn::Set(DU(), v); }
 
 // ---------------------------------------------------------------- encoders (codes in u32 lanes)
-// MiniFloat<...>::encode, lane-wise.
-template <class F, bool kKeepNanSign>
-HWY_INLINE VU EncodeMini(VF v) {
+// MiniFloat<...>::encode for every input but NaN, lane-wise (NaN lanes: unspecified codes).
+// The operations call it directly where the unit is known to hold no NaN; EncodeMini below adds
+// the NaN branch, so the exhaustive test of EncodeMini covers this function for all non-NaN inputs.
+//   normal:    ((a + 2^(s-1) - 1 + lsb) >> s) - rebias, computed as (a + 2^(s-1) - 1 - (rebias << s)
+//              + lsb) >> s: for a >= 2^emin the sum never borrows, so the two are equal;
+//   saturate:  min(code, max_code): the normal code is non-decreasing in a and equals max_code at
+//              a = largest finite, so every a above it (Inf included) gives >= max_code, and every
+//              a at or below it gives <= max_code (subnormal codes are <= 2^man < max_code).
+template <class F>
+HWY_INLINE VU EncodeMiniNoNaN(VF v) {
   const DF df;
   const DU du;
+  const DI di;
   const VU u = hn::BitCast(du, v);
-  const VU sign = hn::ShiftRight<31>(u);
   const VU a = hn::And(u, SetU(math::kF32AbsMask));
-  const VU rnd = hn::Add(hn::Add(a, SetU((1u << (F::kShift - 1)) - 1u)),
-                         hn::And(hn::ShiftRight<F::kShift>(a), SetU(1)));
-  const VU normal = hn::Sub(hn::ShiftRight<F::kShift>(rnd), SetU(F::kRebias));
+  const VU lsb = hn::And(hn::ShiftRight<F::kShift>(a), SetU(1));
+  const VU rnd = hn::Add(hn::Add(a, SetU(((1u << (F::kShift - 1)) - 1u) - (F::kRebias << F::kShift))), lsb);
+  const VU normal = hn::ShiftRight<F::kShift>(rnd);
   const VF magic = hn::BitCast(df, SetU(F::kSubMagicBits));
   const VU sub = hn::Sub(hn::BitCast(du, hn::Add(hn::BitCast(df, a), magic)), SetU(F::kSubMagicBits));
   VU code = Sel(GeS(a, F::kMinNormalBits), normal, sub);
-  code = Sel(GtS(a, F::kMaxBits), SetU(F::kMaxCodeBits), code);
-  VU sgn = hn::ShiftLeft<F::kSignShift>(sign);
-  if (!F::kNegZero) sgn = Sel(hn::RebindMask(DI(), hn::Eq(code, SetU(0))), SetU(0), sgn);
-  code = hn::Or(code, sgn);
-  const VU nan = (F::kNanHasSign && kKeepNanSign) ? hn::Or(SetU(F::kNan), hn::ShiftLeft<F::kSignShift>(sign))
-                                                  : SetU(F::kNan);
-  return Sel(GtS(a, math::kF32InfBits), nan, code);
+  code = hn::BitCast(du, hn::Min(hn::BitCast(di, code), hn::Set(di, int32_t(F::kMaxCodeBits))));
+  const VU sign_bit = SetU(1u << F::kSignShift);
+  if (F::kNegZero) return hn::OrAnd(code, hn::ShiftRight<31 - F::kSignShift>(u), sign_bit);
+  const VU sgn = hn::And(hn::ShiftRight<31 - F::kSignShift>(u), sign_bit);
+  return hn::Or(code, hn::IfThenZeroElse(hn::Eq(code, SetU(0)), sgn));
+}
+
+// MiniFloat<...>::encode, lane-wise.
+template <class F, bool kKeepNanSign>
+HWY_INLINE VU EncodeMini(VF v) {
+  const DU du;
+  const VU u = hn::BitCast(du, v);
+  const VU a = hn::And(u, SetU(math::kF32AbsMask));
+  const VU nan = (F::kNanHasSign && kKeepNanSign)
+                     ? hn::Or(SetU(F::kNan), hn::ShiftLeft<F::kSignShift>(hn::ShiftRight<31>(u)))
+                     : SetU(F::kNan);
+  return Sel(GtS(a, math::kF32InfBits), nan, EncodeMiniNoNaN<F>(v));
 }
 
 template <bool kKeepNanSign>
@@ -101,14 +118,18 @@ HWY_INLINE VU EncodeF32(VF v) {
   return Sel(GtS(hn::And(u, SetU(math::kF32AbsMask)), math::kF32InfBits), SetU(math::kF32CanonicalNaN), u);
 }
 
-// Two's complement byte in the low 8 bits of each lane.
-HWY_INLINE VU EncodeInt8(VF v) {
+// Two's complement byte in the low 8 bits of each lane; NaN lanes: unspecified codes.
+HWY_INLINE VU EncodeInt8NoNaN(VF v) {
   const DF df;
   const DI di;
   const VF c = hn::Min(hn::Max(v, hn::Set(df, -128.0f)), hn::Set(df, 127.0f));
   const VF r = hn::Sub(hn::Add(c, hn::Set(df, math::kRoundMagic)), hn::Set(df, math::kRoundMagic));
-  const VU code = hn::And(hn::BitCast(DU(), hn::ConvertTo(di, r)), SetU(0xFFu));
-  return hn::IfThenZeroElse(hn::RebindMask(DU(), hn::IsNaN(v)), code);
+  return hn::And(hn::BitCast(DU(), hn::ConvertTo(di, r)), SetU(0xFFu));
+}
+
+// Two's complement byte in the low 8 bits of each lane.
+HWY_INLINE VU EncodeInt8(VF v) {
+  return hn::IfThenZeroElse(hn::RebindMask(DU(), hn::IsNaN(v)), EncodeInt8NoNaN(v));
 }
 
 HWY_INLINE VU EncodeE8m0Up(VF v) {

@@ -6,6 +6,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include <algorithm>
+
 #include "backends/gpu/gpu_runtime.h"
 #include "backends/gpu/rmsnorm_quant.cuh"
 #include "core/plugin_abi.h"
@@ -83,14 +85,22 @@ struct DeviceGuard {
   }
 };
 
+// The widest access every row of a view allows: vectors of vec_bytes (when H is a multiple of
+// 8 elements), whole elements, or bytes.
+int32_t access_for(const LeadShape& lead, const RowView& v, int64_t h, int elem_bytes, int vec_bytes) {
+  if (v.data == nullptr) return kVectors;
+  if (h % 8 == 0 && rows_aligned(lead, v, vec_bytes)) return kVectors;
+  return rows_aligned(lead, v, elem_bytes) ? kElements : kBytesOnly;
+}
+
 template <DType kIn>
-void launch_rows(const RmsnormQuantCall& c, const RowShape& shape, int64_t first, int64_t blocks, int32_t vec,
-                 gpuStream_t stream) {
+void launch_rows(const RmsnormQuantCall& c, const RowShape& shape, int64_t first, int64_t blocks,
+                 const int32_t access[3], gpuStream_t stream) {
   const dim3 grid{unsigned(blocks)}, block{unsigned(shape.rows_per_block * shape.threads_per_row)};
   if (shape.steps <= 4)
-    rmsnorm_quant_kernel<kIn, kGpuWarp, 4><<<grid, block, 0, stream>>>(c, shape, first, vec);
+    rmsnorm_quant_kernel<kIn, kGpuWarp, 4><<<grid, block, 0, stream>>>(c, shape, first, access[0], access[1], access[2]);
   else
-    rmsnorm_quant_kernel<kIn, kGpuWarp, 8><<<grid, block, 0, stream>>>(c, shape, first, vec);
+    rmsnorm_quant_kernel<kIn, kGpuWarp, 8><<<grid, block, 0, stream>>>(c, shape, first, access[0], access[1], access[2]);
 }
 
 fusednorm_status plugin_rmsnorm_quant(const RmsnormQuantCall* call, int32_t device, void* stream, char* msg,
@@ -103,20 +113,23 @@ fusednorm_status plugin_rmsnorm_quant(const RmsnormQuantCall* call, int32_t devi
   DeviceGuard guard(device);
   if (guard.error != gpuSuccess) return vendor_error(guard.error, "selecting the device", msg, n);
   const RowShape shape = row_shape(c.h);
-  int32_t vec = 0;
-  if (c.h % 8 == 0 && rows_aligned(c.lead, c.in, 16) && (c.res.data == nullptr || rows_aligned(c.lead, c.res, 16)))
-    vec |= kVecIn;
-  if (c.h % 8 == 0 && rows_aligned(c.lead, c.out, 8)) vec |= kVecOut;
-  if (c.weight != nullptr && reinterpret_cast<uintptr_t>(c.weight) % 16 == 0) vec |= kVecWeight;
+  const int in_bytes = c.in_type == DType::kF32 ? 4 : 2, w_bytes = c.w_type == DType::kF32 ? 4 : 2;
+  const LeadShape one_row;  // the weight is a single row
+  RowView wv;
+  wv.data = const_cast<char*>(c.weight);
+  const int32_t access[3] = {
+      std::min(access_for(c.lead, c.in, c.h, in_bytes, 16), access_for(c.lead, c.res, c.h, in_bytes, 16)),
+      access_for(c.lead, c.out, c.h, 1, 8),
+      access_for(one_row, wv, c.h, w_bytes, 16)};
   const int64_t blocks = (c.lead.rows + shape.rows_per_block - 1) / shape.rows_per_block;
   const gpuStream_t s = static_cast<gpuStream_t>(stream);
   for (int64_t b0 = 0; b0 < blocks; b0 += kMaxBlocksPerLaunch) {
     const int64_t nb = blocks - b0 < kMaxBlocksPerLaunch ? blocks - b0 : kMaxBlocksPerLaunch;
     const int64_t first = b0 * shape.rows_per_block;
     switch (c.in_type) {
-      case DType::kF32: launch_rows<DType::kF32>(c, shape, first, nb, vec, s); break;
-      case DType::kF16: launch_rows<DType::kF16>(c, shape, first, nb, vec, s); break;
-      default: launch_rows<DType::kBF16>(c, shape, first, nb, vec, s); break;
+      case DType::kF32: launch_rows<DType::kF32>(c, shape, first, nb, access, s); break;
+      case DType::kF16: launch_rows<DType::kF16>(c, shape, first, nb, access, s); break;
+      default: launch_rows<DType::kBF16>(c, shape, first, nb, access, s); break;
     }
     const gpuError_t e = gpuGetLastError();
     if (e != gpuSuccess) return vendor_error(e, "launching rmsnorm_quant", msg, n);

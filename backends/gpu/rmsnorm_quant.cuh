@@ -19,8 +19,6 @@ constexpr int kElemsPerThread = 8;   // one 16-byte load of bf16/f16
 constexpr int kMaxBlockThreads = 512;
 constexpr int kMaxSteps = 8;         // register budget: 64 f32 per thread
 
-// Which 16-byte (in, residual, weight) and 8-byte (out) vector accesses are aligned for every row.
-constexpr int32_t kVecIn = 1, kVecOut = 2, kVecWeight = 4;
 
 struct RowShape {
   int32_t threads_per_row;  // T = P / 8
@@ -62,10 +60,41 @@ struct InTraits<DType::kBF16> {
   static __device__ __forceinline__ uint32_t encode(float v) { return math::encode_bf16<false>(v); }
 };
 
+// How a row's elements may be accessed: 16-byte (8-byte for codes) vectors, whole elements, or
+// bytes (a pointer not aligned to its element size is legal in the API).
+enum Access : int32_t { kBytesOnly = 0, kElements = 1, kVectors = 2 };
+
+template <int kBytes>
+__device__ __forceinline__ uint32_t load_elem(const char* row, int64_t i, int32_t access) {
+  if (access != kBytesOnly) {
+    if (kBytes == 2) return reinterpret_cast<const uint16_t*>(row)[i];
+    if (kBytes == 4) return reinterpret_cast<const uint32_t*>(row)[i];
+    return reinterpret_cast<const uint8_t*>(row)[i];
+  }
+  const uint8_t* p = reinterpret_cast<const uint8_t*>(row) + i * kBytes;
+  uint32_t v = 0;
+#pragma unroll
+  for (int b = 0; b < kBytes; ++b) v |= uint32_t(p[b]) << (8 * b);
+  return v;
+}
+
+template <int kBytes>
+__device__ __forceinline__ void store_elem(char* row, int64_t i, uint32_t v, int32_t access) {
+  if (access != kBytesOnly) {
+    if (kBytes == 2) reinterpret_cast<uint16_t*>(row)[i] = uint16_t(v);
+    else if (kBytes == 4) reinterpret_cast<uint32_t*>(row)[i] = v;
+    else reinterpret_cast<uint8_t*>(row)[i] = uint8_t(v);
+    return;
+  }
+  uint8_t* p = reinterpret_cast<uint8_t*>(row) + i * kBytes;
+#pragma unroll
+  for (int b = 0; b < kBytes; ++b) p[b] = uint8_t(v >> (8 * b));
+}
+
 // Raw codes of 8 consecutive elements starting at element e; elements at or past h read as 0.
 template <int kBytes>
-__device__ __forceinline__ void load8(const char* row, int64_t e, int64_t h, bool vec, uint32_t u[8]) {
-  if (vec && e + 8 <= h) {
+__device__ __forceinline__ void load8(const char* row, int64_t e, int64_t h, int32_t access, uint32_t u[8]) {
+  if (access == kVectors && e + 8 <= h) {
     if (kBytes == 2) {
       const uint4 q = *reinterpret_cast<const uint4*>(row + e * 2);
       const uint32_t w[4] = {q.x, q.y, q.z, q.w};
@@ -83,18 +112,12 @@ __device__ __forceinline__ void load8(const char* row, int64_t e, int64_t h, boo
     return;
   }
 #pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    u[j] = 0;
-    if (e + j < h) {
-      if (kBytes == 2) u[j] = reinterpret_cast<const uint16_t*>(row)[e + j];
-      else u[j] = reinterpret_cast<const uint32_t*>(row)[e + j];
-    }
-  }
+  for (int j = 0; j < 8; ++j) u[j] = e + j < h ? load_elem<kBytes>(row, e + j, access) : 0u;
 }
 
 template <int kBytes>
-__device__ __forceinline__ void store8(char* row, int64_t e, int64_t h, bool vec, const uint32_t u[8]) {
-  if (vec && e + 8 <= h) {
+__device__ __forceinline__ void store8(char* row, int64_t e, int64_t h, int32_t access, const uint32_t u[8]) {
+  if (access == kVectors && e + 8 <= h) {
     if (kBytes == 2) {
       uint4 q;
       q.x = u[0] | (u[1] << 16); q.y = u[2] | (u[3] << 16);
@@ -112,13 +135,8 @@ __device__ __forceinline__ void store8(char* row, int64_t e, int64_t h, bool vec
     return;
   }
 #pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    if (e + j < h) {
-      if (kBytes == 2) reinterpret_cast<uint16_t*>(row)[e + j] = uint16_t(u[j]);
-      else if (kBytes == 4) reinterpret_cast<uint32_t*>(row)[e + j] = u[j];
-      else reinterpret_cast<uint8_t*>(row)[e + j] = uint8_t(u[j]);
-    }
-  }
+  for (int j = 0; j < 8; ++j)
+    if (e + j < h) store_elem<kBytes>(row, e + j, u[j], access);
 }
 
 __device__ __forceinline__ uint32_t encode_out(DType t, float v) {
@@ -131,20 +149,15 @@ __device__ __forceinline__ uint32_t encode_out(DType t, float v) {
   }
 }
 
+// Scales go through byte stores: few per row, and a scale tensor may sit at any alignment.
 __device__ __forceinline__ void store_scale(const RmsnormQuantCall& c, int64_t row, int64_t group,
                                             uint32_t stored) {
-  if (c.packed) {
-    uint8_t* p = reinterpret_cast<uint8_t*>(row_ptr(c.lead, c.out, row) + c.h);
-#pragma unroll
-    for (int b = 0; b < 4; ++b) p[b] = uint8_t(stored >> (8 * b));  // little-endian, any alignment
-    return;
-  }
-  char* p = row_ptr(c.lead, c.scales, row) + group * c.scale_col_stride;
-  switch (c.scale_type) {
-    case math::ScaleType::kF32: *reinterpret_cast<uint32_t*>(p) = stored; break;
-    case math::ScaleType::kE8M0: *reinterpret_cast<uint8_t*>(p) = uint8_t(stored); break;
-    default: *reinterpret_cast<uint16_t*>(p) = uint16_t(stored); break;
-  }
+  char* p = c.packed ? row_ptr(c.lead, c.out, row) + c.h  // f32, little-endian
+                     : row_ptr(c.lead, c.scales, row) + group * c.scale_col_stride;
+  const int bytes = c.packed || c.scale_type == math::ScaleType::kF32 ? 4
+                    : c.scale_type == math::ScaleType::kE8M0        ? 1
+                                                                     : 2;
+  for (int b = 0; b < bytes; ++b) reinterpret_cast<uint8_t*>(p)[b] = uint8_t(stored >> (8 * b));
 }
 
 // ---------------------------------------------------------------- reductions within a row
@@ -201,7 +214,7 @@ __device__ __forceinline__ uint32_t abs_bits(float y) { return math::bits_of(y) 
 template <DType kIn, int kWarp, int kSteps>
 __global__ void __launch_bounds__(kMaxBlockThreads)
     rmsnorm_quant_kernel(const RmsnormQuantCall c, const RowShape shape, const int64_t first_row,
-                         const int32_t vec) {
+                         const int32_t in_access, const int32_t out_access, const int32_t w_access) {
   using In = InTraits<kIn>;
   __shared__ float red_sum[kMaxBlockThreads / 32];
   __shared__ uint32_t red_max[kMaxBlockThreads / 32];
@@ -210,7 +223,6 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
   const int64_t row = first_row + int64_t(blockIdx.x) * shape.rows_per_block + threadIdx.x / T;
   const bool active = row < c.lead.rows;  // inactive threads still join every barrier
   const int64_t h = c.h;
-  const bool vin = vec & kVecIn, vout = vec & kVecOut, vw = vec & kVecWeight;
 
   const char* in = active ? row_ptr(c.lead, c.in, row) : nullptr;
   char* res = active && c.res.data ? row_ptr(c.lead, c.res, row) : nullptr;
@@ -221,18 +233,18 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
   for (int s = 0; s < kSteps; ++s) {
     const int64_t e = int64_t(s) * P + 8 * t;
     uint32_t u[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    if (active && s < S) load8<In::kBytes>(in, e, h, vin, u);
+    if (active && s < S) load8<In::kBytes>(in, e, h, in_access, u);
 #pragma unroll
     for (int j = 0; j < 8; ++j) x[s][j] = In::decode(u[j]);
     if (res != nullptr && s < S) {
       uint32_t r[8];
-      load8<In::kBytes>(res, e, h, vin, r);
+      load8<In::kBytes>(res, e, h, in_access, r);
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
         r[j] = In::encode(math::add_rn(x[s][j], In::decode(r[j])));
         x[s][j] = e + j < h ? In::decode(r[j]) : 0.0f;
       }
-      store8<In::kBytes>(res, e, h, vin, r);
+      store8<In::kBytes>(res, e, h, in_access, r);
     }
   }
 
@@ -258,8 +270,8 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
       uint32_t wu[8] = {0, 0, 0, 0, 0, 0, 0, 0};
       if (s < S) {
         // The weight's dtype may differ from the input's.
-        if (c.w_type == DType::kF32) load8<4>(w, e, h, vw, wu);
-        else load8<2>(w, e, h, vw, wu);
+        if (c.w_type == DType::kF32) load8<4>(w, e, h, w_access, wu);
+        else load8<2>(w, e, h, w_access, wu);
       }
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
@@ -277,7 +289,9 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
   // 4. Scales: one r per step (a unit is a row, a group within a step, or a group of steps).
   float rcp[kSteps];
   if (c.mode == FUSEDNORM_SCALE_STATIC) {
-    const float r = math::div_rn(1.0f, *c.static_scale);
+    uint32_t sbits;
+    memcpy(&sbits, c.static_scale, 4);  // any alignment
+    const float r = math::div_rn(1.0f, math::float_of(sbits));
 #pragma unroll
     for (int s = 0; s < kSteps; ++s) rcp[s] = r;
   } else {
@@ -328,7 +342,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
     uint32_t q[8];
 #pragma unroll
     for (int j = 0; j < 8; ++j) q[j] = encode_out(c.out_type, math::clamp_sym(math::mul_rn(x[s][j], rcp[s]), c.qclamp));
-    store8<1>(out, e, h, vout, q);
+    store8<1>(out, e, h, out_access, q);
   }
 }
 
