@@ -1,9 +1,9 @@
 // fusednorm-bench: where the benchmark's tensors live. Everything device-specific (allocation,
-// host<->device copies, synchronization before reading the host clock, the copy-bandwidth
-// baseline) sits behind the small Device interface below; the benchmark never touches device
-// memory any other way. The C API picks the backend from DLTensor.device, so a GPU path is one
-// more Device implementation (cudaMalloc / cudaMemcpy / cudaStreamSynchronize / a device-to-device
-// cudaMemcpyAsync as the baseline) plus a line in make_device().
+// host<->device copies, synchronization, the clock of timed regions, graph replay, the
+// copy-bandwidth baseline) sits behind the small Device interface below; the benchmark never
+// touches device memory any other way. The C API picks the backend from DLTensor.device, so a GPU
+// is one more Device implementation: CudaDevice (bench_cuda.cc, built when CMake finds CUDA and
+// defines FUSEDNORM_BENCH_CUDA) plus a line in make_device().
 #pragma once
 
 #include <stdint.h>
@@ -11,8 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <new>
 #include <string>
@@ -26,11 +29,49 @@
 namespace fusednorm {
 namespace bench {
 
+// Last-level cache size in bytes (0 if unknown): sysfs (the largest cache of cpu0), else sysconf
+// (which some virtual machines report wrongly).
+inline size_t llc_bytes() {
+  size_t best = 0;
+  for (int i = 0; i < 8; ++i) {
+    char path[96];
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+    FILE* f = fopen(path, "r");
+    if (!f) break;
+    unsigned long long v = 0;
+    char unit = 0;
+    if (fscanf(f, "%llu%c", &v, &unit) >= 1) {
+      if (unit == 'K') v <<= 10;
+      else if (unit == 'M') v <<= 20;
+      best = std::max(best, size_t(v));
+    }
+    fclose(f);
+  }
+  if (best) return best;
+  long v = 0;
+#ifdef _SC_LEVEL3_CACHE_SIZE
+  v = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (v <= 0) v = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
+  return v > 0 ? size_t(v) : 0;
+}
+
+// Work queued on a device's stream, recorded once and replayed as a unit (a CUDA graph).
+class Replay {
+ public:
+  virtual ~Replay() = default;
+  // Queues one replay on the device's stream.
+  virtual void launch() = 0;
+};
+
 class Device {
  public:
   virtual ~Device() = default;
   virtual std::string name() const = 0;  // "cpu", "cuda:0"
+  // For reports: name() and what it is ("cuda:0 (NVIDIA H200)").
+  virtual std::string label() const { return name(); }
   virtual DLDevice dl_device() const = 0;
+  bool is_host() const { return dl_device().device_type == kDLCPU; }
   // The stream passed to the C API (CPU: ignored, NULL).
   virtual void* stream() const { return nullptr; }
   // At least 64-byte aligned; throws std::bad_alloc.
@@ -43,10 +84,41 @@ class Device {
   virtual void fill_bytes(void* p, int value, size_t bytes) = 0;
   // Device-to-device copy spread over the whole device: the bandwidth baseline.
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
-  // Waits for all work queued on stream(); the benchmark reads the host clock after it.
+  // Waits for all work queued on stream().
   virtual void synchronize() = 0;
+  // A timed region: start_timer() marks its start on stream(), stop_timer() its end, waits for
+  // it and returns the seconds between. Default: the host clock after synchronize() (the CPU,
+  // where a call returns when its work is done); a GPU times on the device (events).
+  virtual void start_timer() {
+    synchronize();
+    timer_start_ = host_seconds();
+  }
+  virtual double stop_timer() {
+    synchronize();
+    return host_seconds() - timer_start_;
+  }
+  // How long a timed sample should last at least (the timer's resolution and the cost of
+  // starting a sample stay below ~1%).
+  virtual double min_sample_s() const { return 100e-6; }
+  // The cache that small shapes must not be timed from (CPU: last level; GPU: L2); 0: unknown.
+  virtual size_t cache_bytes() const = 0;
+  // Records the work `record` queues on stream() (nothing runs) into a Replay. nullptr, with
+  // *error saying why, where the device cannot (the CPU) or capture failed.
+  virtual std::unique_ptr<Replay> capture(const std::function<void()>& record, std::string* error) {
+    (void)record;
+    *error = name() + " has no graph replay";
+    return nullptr;
+  }
   // One line about the device ("Highway target AVX3, 2 oneTBB threads").
   virtual std::string detail() const = 0;
+
+ protected:
+  static double host_seconds() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
+
+ private:
+  double timer_start_ = 0;
 };
 
 // An owning device allocation.
@@ -114,6 +186,7 @@ class CpuDevice final : public Device {
     });
   }
   void synchronize() override {}
+  size_t cache_bytes() const override { return llc_bytes(); }
   std::string detail() const override {
     return std::string("Highway target ") + fusednorm_cpu_target() + ", " + std::to_string(threads_) +
            " oneTBB thread" + (threads_ == 1 ? "" : "s");
@@ -140,24 +213,47 @@ class CpuDevice final : public Device {
   int threads_;
 };
 
-// "cpu" (or "cpu:0") -> the host. Other devices: nullptr and *error says why.
+#ifdef FUSEDNORM_BENCH_CUDA
+// bench_cuda.cc: CUDA device `index` through the CUDA runtime, or nullptr and *error says why
+// (no driver or device, or the library's CUDA backend is unavailable).
+std::unique_ptr<Device> make_cuda_device(int index, std::string* error);
+#endif
+
+// "cpu" (or "cpu:0") -> the host; "cuda[:N]" -> CUDA device N where built with CUDA. Other
+// devices: nullptr and *error says why.
 inline std::unique_ptr<Device> make_device(const std::string& spec, int threads, std::string* error) {
   if (spec == "cpu" || spec == "cpu:0") return std::make_unique<CpuDevice>(threads);
-  std::string kind = spec.substr(0, spec.find(':'));
+  const size_t colon = spec.find(':');
+  const std::string kind = spec.substr(0, colon);
   if (kind == "cuda" || kind == "gpu" || kind == "rocm" || kind == "hip") {
     const int32_t type = (kind == "rocm" || kind == "hip") ? kDLROCM : kDLCUDA;
+    int index = 0;
+    if (colon != std::string::npos) {
+      const std::string n = spec.substr(colon + 1);
+      char* end = nullptr;
+      const long v = strtol(n.c_str(), &end, 10);
+      if (n.empty() || *end != '\0' || v < 0 || v > 1023) {
+        *error = "--device " + spec + ": bad device index '" + n + "' (expected " + kind + ":N, N >= 0)";
+        return nullptr;
+      }
+      index = int(v);
+    }
+#ifdef FUSEDNORM_BENCH_CUDA
+    if (type == kDLCUDA) return make_cuda_device(index, error);
+#endif
     fusednorm_backend_info info{};
     info.struct_size = sizeof info;
     std::string lib = "?";
     if (fusednorm_query_backend(type, &info) == FUSEDNORM_SUCCESS)
       lib = std::string(info.available ? "available" : "unavailable") + (info.detail[0] ? ": " : "") + info.detail;
-    *error = "--device " + spec +
-             ": fusednorm-bench has no GPU device path yet (allocation, copies and timing; see "
-             "tests/bench/bench_device.h); only --device cpu runs. The library's " +
-             (type == kDLCUDA ? std::string("CUDA") : std::string("HIP")) + " backend: " + lib;
+    *error = "--device " + spec + ": " +
+             (type == kDLCUDA ? std::string("this fusednorm-bench was built without CUDA (CMake found no nvcc, "
+                                            "FUSEDNORM_WITH_CUDA off); rebuild with the CUDA toolkit to time on the GPU")
+                              : std::string("fusednorm-bench has no HIP device path yet (see tests/bench/bench_device.h)")) +
+             "; only --device cpu runs. The library's " + (type == kDLCUDA ? "CUDA" : "HIP") + " backend: " + lib;
     return nullptr;
   }
-  *error = "--device " + spec + ": unknown device (expected cpu; cuda:N / rocm:N are not supported yet)";
+  *error = "--device " + spec + ": unknown device (expected cpu or cuda:N)";
   return nullptr;
 }
 

@@ -46,33 +46,6 @@ inline std::vector<std::string> split_list(const std::string& s) {
   return out;
 }
 
-// Last-level cache size in bytes (0 if unknown): sysfs (the largest cache of cpu0), else sysconf
-// (which some virtual machines report wrongly).
-inline size_t llc_bytes() {
-  size_t best = 0;
-  for (int i = 0; i < 8; ++i) {
-    char path[96];
-    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
-    FILE* f = fopen(path, "r");
-    if (!f) break;
-    unsigned long long v = 0;
-    char unit = 0;
-    if (fscanf(f, "%llu%c", &v, &unit) >= 1) {
-      if (unit == 'K') v <<= 10;
-      else if (unit == 'M') v <<= 20;
-      best = std::max(best, size_t(v));
-    }
-    fclose(f);
-  }
-  if (best) return best;
-  long v = 0;
-#ifdef _SC_LEVEL3_CACHE_SIZE
-  v = sysconf(_SC_LEVEL3_CACHE_SIZE);
-  if (v <= 0) v = sysconf(_SC_LEVEL2_CACHE_SIZE);
-#endif
-  return v > 0 ? size_t(v) : 0;
-}
-
 inline uint64_t splitmix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -134,11 +107,22 @@ inline void fill_random(Device& dev, char* base, size_t sets, size_t set_stride,
                       });
     return;
   }
-  // Staged: one set at a time (a set is one compact block).
-  std::vector<uint8_t> stage(size_t(rows) * row_bytes);
-  for (size_t s = 0; s < sets; ++s) {
-    for (int64_t r = 0; r < rows; ++r) memcpy(stage.data() + size_t(r) * row_bytes, row_src(int64_t(s) * rows + r), row_bytes);
-    dev.upload(base + s * set_stride, stage.data(), stage.size());
+  // Staged: whole sets (each a compact block, padding between sets left as it is) gathered in
+  // host memory, ~64 MiB at a time, and uploaded.
+  const size_t set_bytes = size_t(rows) * row_bytes, stride = sets > 1 ? set_stride : set_bytes;
+  const size_t per_batch = std::max<size_t>(1, (size_t(64) << 20) / std::max<size_t>(stride, 1));
+  std::vector<uint8_t> stage(std::min(sets, per_batch) * stride);
+  for (size_t s0 = 0; s0 < sets; s0 += per_batch) {
+    const size_t nb = std::min(per_batch, sets - s0);
+    const int64_t g0 = int64_t(s0) * rows;
+    tbb::parallel_for(tbb::blocked_range<int64_t>(g0, g0 + int64_t(nb) * rows,
+                                                  std::max<int64_t>(1, 65536 / int64_t(row_bytes))),
+                      [&](const tbb::blocked_range<int64_t>& r) {
+                        for (int64_t g = r.begin(); g < r.end(); ++g)
+                          memcpy(stage.data() + (size_t(g / rows) - s0) * stride + size_t(g % rows) * row_bytes,
+                                 row_src(g), row_bytes);
+                      });
+    dev.upload(base + s0 * stride, stage.data(), (nb - 1) * stride + set_bytes);
   }
 }
 

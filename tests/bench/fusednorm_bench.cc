@@ -33,6 +33,8 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr double kMiB = 1024.0 * 1024.0;
+// GPU, --timing auto: inputs below this are timed by graph replay (every shape of <= 128 tokens).
+constexpr double kGraphBelowBytes = 16.0 * kMiB;
 
 // ---------------------------------------------------------------- options
 
@@ -84,6 +86,7 @@ struct Options {
   std::vector<int64_t> hidden{2048, 4096, 5120, 7168, 8192, 16384};
   std::vector<int64_t> tokens{1, 16, 128, 1024, 4096, 16384};
   std::string device = "cpu";
+  std::string timing = "auto";  // GPU: auto | events | graph
   int threads = 0;     // 0: oneTBB's default concurrency
   int reps = 0;        // 0: adaptive
   int min_reps = 3;
@@ -115,19 +118,24 @@ void usage(FILE* f) {
           "                                                         [f8e4m3fn,f8e4m3fnuz,int8]\n"
           "  --hidden LIST     hidden sizes (columns)         [2048,4096,5120,7168,8192,16384]\n"
           "  --tokens LIST     tokens (rows)                     [1,16,128,1024,4096,16384]\n"
-          "  --device DEV      cpu (cuda:N / rocm:N: not in this benchmark yet)               [cpu]\n"
+          "  --device DEV      cpu, or cuda:N where built with CUDA (rocm:N: not yet)         [cpu]\n"
+          "  --timing T        GPU: events (stream launches between CUDA events), graph (replays of\n"
+          "                    a CUDA graph of one call per buffer set), auto (graph when the input\n"
+          "                    is below 16 MiB, else events)                                 [auto]\n"
           "  --threads N       oneTBB threads (task_arena + global_control)  [default concurrency]\n"
           "  --reps N          timed samples per case (default: adaptive, >= 3, ~--time s per case)\n"
           "  --time S          seconds of timed calls per case for adaptive reps              [0.2]\n"
           "  --budget-gib G    skip shapes whose buffers exceed G GiB                           [8]\n"
           "  --copy-mib M      copy-bandwidth buffer size (capped at budget/4)               [1024]\n"
-          "  --rotate-mib M    buffer sets rotate over >= M MiB  [max(96, 3 x last-level cache)]\n"
+          "  --rotate-mib M    buffer sets rotate over >= M MiB  [max(96, 3 x last-level cache);\n"
+          "                                                             GPU: max(256, 4 x L2)]\n"
           "  --check-rows N    rows per case checked against the reference (first and last\n"
           "                    included)                                                      [32]\n"
           "  --seed N          random seed for the inputs (printed)\n"
           "  --json            one JSON object per case on stdout instead of the table\n"
           "  --quick           a small subset (hidden 2048,7168; tokens 1,16,1024; out f8e4m3fn,int8;\n"
-          "                    0.03 s per case; 256 MiB copy) for smoke tests; explicit options win\n"
+          "                    0.03 s per case; 256 MiB copy, GPU 1024) for smoke tests; explicit\n"
+          "                    options win\n"
           "  --scalar-speedup  single thread: scalar reference vs library on bf16 -> f8e4m3fn dynamic\n"
           "                    per-row at --tokens x --hidden (first values; default 4096 x 8192);\n"
           "                    prints both times and the ratio (target: library >= 8x faster)\n"
@@ -135,6 +143,10 @@ void usage(FILE* f) {
           "\n"
           "Timing: warm-up, then the median of the samples; each call takes the next of several buffer\n"
           "sets whose total exceeds the last-level cache, so small shapes are not timed from cache.\n"
+          "GPU: samples are timed with CUDA events on the bench's stream (>= 1 ms each); with graph\n"
+          "timing one graph holds one call per buffer set (so a replay walks all of them) and a call's\n"
+          "time is the replays' time / calls. Table column and JSON key `timing`: events or graph\n"
+          "(CPU: clock).\n"
           "GB/s = (input read + residual read and write + weight + output + scales) / time;\n"
           "%%copy = GB/s / copy GB/s x 100, the copy counting bytes read + bytes written.\n");
 }
@@ -216,6 +228,10 @@ bool parse_args(int argc, char** argv, Options* o, std::string* err) {
       if (!parse_list<int64_t>(v, &o->tokens, parse_pos_int, err, "token count")) return false;
       o->set_tokens = true;
     } else if (value("--device")) o->device = v;
+    else if (value("--timing")) {
+      if (v != "auto" && v != "events" && v != "graph") { *err = "bad --timing '" + v + "' (auto, events or graph)"; return false; }
+      o->timing = v;
+    }
     else if (value("--threads")) {
       if (!parse_pos_int(v, &n)) { *err = "bad --threads '" + v + "'"; return false; }
       o->threads = int(n);
@@ -298,7 +314,8 @@ struct Timing {
 };
 
 // call() runs one call (on the next buffer set). Warm-up, then samples of `inner` calls each
-// (inner >= 1, so that a sample lasts >= ~100 us and the clock is negligible); median per call.
+// (inner >= 1, so that a sample lasts >= dev.min_sample_s() and the timer is negligible); median
+// per call. Samples are timed by the device (host clock on the CPU, events on a GPU).
 // prior_s: seconds of a call just made on the same buffers (0: none); a long one (>= 50 ms) is
 // warm-up enough.
 template <class Call>
@@ -307,31 +324,55 @@ Timing time_calls(Device& dev, Call&& call, double target_s, int fixed_reps, int
   double est = prior_s;
   if (prior_s < 0.05) {
     const double warm_s = std::max(0.005, 0.1 * target_s);
-    dev.synchronize();
-    double t0 = now_s(), el = 0;
+    const double t0 = now_s();
+    double el = 0, timed = 0;
     long n = 0;
     do {
+      dev.start_timer();
       call();
+      timed += dev.stop_timer();
       ++n;
-      dev.synchronize();
       el = now_s() - t0;
     } while (el < warm_s || (n < 2 && el < 0.05));
-    est = el / double(n);
+    est = std::max(1e-8, timed / double(n));
   }
-  t.inner = std::max(1L, long(std::ceil(100e-6 / est)));
+  t.inner = std::max(1L, long(std::ceil(dev.min_sample_s() / est)));
   if (fixed_reps > 0) t.samples = fixed_reps;
   else t.samples = int(std::min(5000.0, std::max(double(min_reps), std::round(target_s / (double(t.inner) * est)))));
+  // GPU, several calls a sample: one untimed call first, so the stream is busy when the start
+  // event is recorded and the first timed call already waits behind it (else the sample would
+  // time the host's launch latency of that call too).
+  const bool lead_in = !dev.is_host() && t.inner > 1;
   std::vector<double> s(size_t(t.samples));
   for (int i = 0; i < t.samples; ++i) {
-    dev.synchronize();
-    const double a = now_s();
+    if (lead_in) call();
+    dev.start_timer();
     for (long k = 0; k < t.inner; ++k) call();
-    dev.synchronize();
-    s[size_t(i)] = (now_s() - a) / double(t.inner);
+    s[size_t(i)] = dev.stop_timer() / double(t.inner);
   }
   t.sec = median(s);
   t.min_sec = *std::min_element(s.begin(), s.end());
   return t;
+}
+
+// GPU, small shapes: a stream launch costs as much as the kernel, so time replays of a graph
+// holding `k` consecutive calls (each call takes the next buffer set: with k = the number of sets
+// one replay walks all of them, so the cache holds none from the replay before) and divide by k.
+// false and *error when the device cannot capture the calls.
+template <class Call>
+bool time_graph(Device& dev, Call&& call, size_t k, double target_s, int fixed_reps, int min_reps, Timing* t,
+                std::string* error) {
+  std::unique_ptr<Replay> graph = dev.capture(
+      [&] {
+        for (size_t i = 0; i < k; ++i) call();
+      },
+      error);
+  if (!graph) return false;
+  *t = time_calls(dev, [&] { graph->launch(); }, target_s, fixed_reps, min_reps);
+  t->sec /= double(k);
+  t->min_sec /= double(k);
+  t->inner *= long(k);  // calls per sample
+  return true;
 }
 
 // Copy bandwidth: warm-up, then the median of reps; bytes read + bytes written per second.
@@ -343,10 +384,10 @@ double copy_gbps(Device& dev, size_t bytes, int reps, double* ms) {
   dev.synchronize();
   std::vector<double> s;
   for (int i = 0; i < reps; ++i) {
-    const double a = now_s();
+    if (!dev.is_host()) dev.copy(dst.data(), src.data(), bytes);  // lead-in, as in time_calls
+    dev.start_timer();
     dev.copy(dst.data(), src.data(), bytes);
-    dev.synchronize();
-    s.push_back(now_s() - a);
+    s.push_back(dev.stop_timer());
   }
   const double m = median(s);
   *ms = m * 1e3;
@@ -389,6 +430,7 @@ struct Run {
     int checked = 0;
     double check_call_s = 0;  // the library call of the check
     Timing timing;
+    const char* method = "clock";  // how timing was taken: clock (CPU), events or graph (GPU)
     double bytes = 0;
   };
 
@@ -524,7 +566,23 @@ struct Run {
       const fusednorm_status st = fusednorm_rmsnorm_quant(&xin, pres, &xw, &xout, psc, &opt, stream);
       if (st != FUSEDNORM_SUCCESS && bad == FUSEDNORM_SUCCESS) bad = st;
     };
-    res.timing = time_calls(dev, call, o.time_per_case, o.reps, o.min_reps, res.check_call_s);
+    if (dev.is_host()) {
+      res.timing = time_calls(dev, call, o.time_per_case, o.reps, o.min_reps, res.check_call_s);
+    } else {
+      // GPU: graph replay for small inputs (or as asked), else stream launches; both between
+      // events. The check's call is no timing hint here (it may have loaded the kernel).
+      const bool small = double(g.rows) * double(h) * elem_bytes(g.in) < kGraphBelowBytes;
+      std::string why;
+      if (o.timing == "graph" || (o.timing == "auto" && small)) {
+        if (time_graph(dev, call, g.sets, o.time_per_case, o.reps, o.min_reps, &res.timing, &why)) res.method = "graph";
+        else if (noted.insert("graph").second)
+          fprintf(stderr, "note: graph timing failed (%s); timing stream launches with events instead\n", why.c_str());
+      }
+      if (strcmp(res.method, "graph") != 0) {
+        res.timing = time_calls(dev, call, o.time_per_case, o.reps, o.min_reps);
+        res.method = "events";
+      }
+    }
     if (bad != FUSEDNORM_SUCCESS) {
       res.ok = false;
       res.error = std::string(fusednorm_status_string(bad)) + " in the timed calls: " + fusednorm_last_error();
@@ -535,10 +593,12 @@ struct Run {
     return res;
   }
 
+  // The CPU table as ever; on a GPU a `timing` column (events / graph) after `reps`.
   void print_header() {
     if (o.json) return;
-    printf("%-13s %-14s %-5s %-11s %6s %6s %5s %6s %11s %8s %6s %10s\n", "op", "mode", "in", "out", "rows", "cols",
-           "sets", "reps", "us", "GB/s", "%copy", "mismatches");
+    printf("%-13s %-14s %-5s %-11s %6s %6s %5s %6s", "op", "mode", "in", "out", "rows", "cols", "sets", "reps");
+    if (!dev.is_host()) printf(" %-6s", "timing");
+    printf(" %11s %8s %6s %10s\n", "us", "GB/s", "%copy", "mismatches");
     fflush(stdout);
   }
 
@@ -547,7 +607,7 @@ struct Run {
                  pct = copy > 0 ? gbps / copy * 100.0 : 0;
     if (o.json) {
       JsonLine j;
-      j.str("op", "rmsnorm_quant").str("mode", m.name).str("device", dev.name()).str("in_dtype", dtype_name(g.in))
+      j.str("op", "rmsnorm_quant").str("mode", m.name).str("device", dev.label()).str("in_dtype", dtype_name(g.in))
           .str("out_dtype", dtype_name(out)).integer("rows", g.rows).integer("cols", g.cols)
           .integer("group_size", m.scale_mode == FUSEDNORM_SCALE_DYNAMIC_GROUP ? m.group
                                  : m.scale_mode == FUSEDNORM_SCALE_DYNAMIC_ROW ? g.cols : 0)
@@ -555,7 +615,7 @@ struct Run {
       if (!r.ok) j.str("error", r.error);
       j.num("us", us).num("us_min", r.timing.min_sec * 1e6).num("gbps", gbps).num("copy_gbps", copy).num("pct_of_copy", pct)
           .integer("mismatches", r.mismatches).integer("checked_rows", r.checked).num("bytes", r.bytes)
-          .integer("sets", (long long)g.sets).integer("reps", r.timing.samples)
+          .integer("sets", (long long)g.sets).integer("reps", r.timing.samples).str("timing", r.method)
           .integer("calls_per_rep", r.timing.inner).integer("threads", threads).str("cpu_target", target)
           .integer("seed", (long long)o.seed);
       printf("%s\n", j.done().c_str());
@@ -563,9 +623,10 @@ struct Run {
       printf("%-13s %-14s %-5s %-11s %6" PRId64 " %6" PRId64 " %5zu  ERROR: %s\n", "rmsnorm_quant", m.name.c_str(),
              dtype_name(g.in), dtype_name(out), g.rows, g.cols, g.sets, r.error.c_str());
     } else {
-      printf("%-13s %-14s %-5s %-11s %6" PRId64 " %6" PRId64 " %5zu %6d %11.2f %8.2f %6.1f %10lld\n", "rmsnorm_quant",
-             m.name.c_str(), dtype_name(g.in), dtype_name(out), g.rows, g.cols, g.sets, r.timing.samples, us, gbps,
-             pct, r.mismatches);
+      printf("%-13s %-14s %-5s %-11s %6" PRId64 " %6" PRId64 " %5zu %6d", "rmsnorm_quant", m.name.c_str(),
+             dtype_name(g.in), dtype_name(out), g.rows, g.cols, g.sets, r.timing.samples);
+      if (!dev.is_host()) printf(" %-6s", r.method);
+      printf(" %11.2f %8.2f %6.1f %10lld\n", us, gbps, pct, r.mismatches);
     }
     fflush(stdout);
   }
@@ -768,6 +829,9 @@ int main(int argc, char** argv) {
     fprintf(stderr, "fusednorm-bench: %s\n", err.c_str());
     return 2;
   }
+  if (dev->is_host() && o.timing != "auto")
+    fprintf(stderr, "fusednorm-bench: note: --timing %s applies to GPU devices; the CPU is timed with the host clock\n",
+            o.timing.c_str());
   int rc = 0;
   arena.execute([&] {
     try {
@@ -776,24 +840,40 @@ int main(int argc, char** argv) {
         return;
       }
       Run run(o, *dev, threads);
-      const size_t llc = llc_bytes();
+      const bool host = dev->is_host();
+      const size_t cache = dev->cache_bytes();  // CPU: last level; GPU: L2
       run.rotate_bytes = o.rotate_mib > 0 ? size_t(o.rotate_mib * kMiB)
-                                          : std::max<size_t>(size_t(96 * kMiB), 3 * llc);
+                         : host           ? std::max<size_t>(size_t(96 * kMiB), 3 * cache)
+                                          : std::max<size_t>(size_t(256 * kMiB), 4 * cache);
+      // GPU: >= 1 GiB (the quick 256 MiB would be timed partly from L2) and more reps (~1 ms each).
+      const double copy_mib = host || o.set_copy ? o.copy_mib : std::max(o.copy_mib, 1024.0);
       const size_t copy_bytes =
-          size_t(std::min(o.copy_mib * kMiB, o.budget_gib * kGiB / 4.0)) / 4096 * 4096;
-      const int copy_reps = 7;
+          size_t(std::min(copy_mib * kMiB, o.budget_gib * kGiB / 4.0)) / 4096 * 4096;
+      const int copy_reps = host ? 7 : 25;
       double copy_ms = 0;
       run.copy = copy_gbps(*dev, copy_bytes, copy_reps, &copy_ms);
       FILE* f = o.json ? stderr : stdout;
       fprintf(f, "# fusednorm-bench %s: device %s (%s); seed %" PRIu64 "\n", fusednorm_version(nullptr, nullptr, nullptr),
-              dev->name().c_str(), dev->detail().c_str(), o.seed);
+              dev->label().c_str(), dev->detail().c_str(), o.seed);
       fprintf(f, "# copy bandwidth: %.0f MiB copied in %.2f ms (median of %d): %.2f GB/s (bytes read + written)\n",
               double(copy_bytes) / kMiB, copy_ms, copy_reps, run.copy);
-      fprintf(f, "# timing: median of reps after warm-up, %s; calls rotate over buffer sets of >= %.0f MiB (LLC %.0f MiB);"
-                 " %d rows per case checked against the reference\n",
-              o.reps ? (std::to_string(o.reps) + " reps").c_str()
-                     : ("adaptive reps (>= " + std::to_string(o.min_reps) + ", ~" + std::to_string(o.time_per_case).substr(0, 4) + " s per case)").c_str(),
-              double(run.rotate_bytes) / kMiB, double(llc) / kMiB, o.check_rows);
+      const std::string reps =
+          o.reps ? std::to_string(o.reps) + " reps"
+                 : "adaptive reps (>= " + std::to_string(o.min_reps) + ", ~" + std::to_string(o.time_per_case).substr(0, 4) +
+                       " s per case)";
+      if (host)
+        fprintf(f, "# timing: median of reps after warm-up, %s; calls rotate over buffer sets of >= %.0f MiB (LLC %.0f MiB);"
+                   " %d rows per case checked against the reference\n",
+                reps.c_str(), double(run.rotate_bytes) / kMiB, double(cache) / kMiB, o.check_rows);
+      else
+        fprintf(f, "# timing: CUDA events, median of reps (>= %.0f ms each) after warm-up, %s; %s; calls rotate over "
+                   "buffer sets of >= %.0f MiB (L2 %.0f MiB); %d rows per case checked against the reference\n",
+                dev->min_sample_s() * 1e3, reps.c_str(),
+                o.timing == "auto"   ? "graph replay (one call per buffer set in a graph) for inputs below 16 MiB, "
+                                       "stream launches above"
+                : o.timing == "graph" ? "graph replay (one call per buffer set in a graph)"
+                                      : "stream launches",
+                double(run.rotate_bytes) / kMiB, double(cache) / kMiB, o.check_rows);
       fflush(f);
       rc = run.run_all();
     } catch (const std::exception& e) {
