@@ -21,9 +21,26 @@ constexpr gpuError_t gpuSuccess = hipSuccess;
 #define gpuGetErrorName hipGetErrorName
 #define gpuGetLastError hipGetLastError
 #define gpuDriverGetVersion hipDriverGetVersion
+#define gpuMalloc hipMalloc
+#define gpuFree hipFree
+#define gpuMemset hipMemset
+#define gpuMemcpy hipMemcpy
+#define gpuMemcpyDeviceToHost hipMemcpyDeviceToHost
+#define gpuDeviceSynchronize hipDeviceSynchronize
 #define FN_SHFL_XOR(v, m, w) __shfl_xor((v), (m), (w))
 #define FN_SHFL(v, l, w) __shfl((v), (l), (w))
 constexpr int kGpuWarp = 64;  // CDNA wavefront
+// HIP's __fsqrt_rn is not correctly rounded (HIP 5.2 and clang's own HIP headers through 19 map it
+// to __ocml_native_sqrt_f32, i.e. v_sqrt_f32, 1 ulp); numerics.md wants every operation correctly
+// rounded. math::sqrt_rn calls __fsqrt_rn unqualified from namespace fusednorm::math, so this
+// declaration hides HIP's there. __ocml_sqrt_f32 is correctly rounded with the
+// oclc_correctly_rounded_sqrt_on device library (-fhip-fp32-correctly-rounded-divide-sqrt, the
+// default, which backends/hip/CMakeLists.txt passes explicitly).
+namespace fusednorm {
+namespace math {
+__device__ __forceinline__ float __fsqrt_rn(float a) { return __ocml_sqrt_f32(a); }
+}  // namespace math
+}  // namespace fusednorm
 #else
 #include <cuda_runtime.h>
 #define FN_GPU_VENDOR "CUDA"
@@ -42,6 +59,12 @@ constexpr gpuError_t gpuSuccess = cudaSuccess;
 #define gpuGetErrorName cudaGetErrorName
 #define gpuGetLastError cudaGetLastError
 #define gpuDriverGetVersion cudaDriverGetVersion
+#define gpuMalloc cudaMalloc
+#define gpuFree cudaFree
+#define gpuMemset cudaMemset
+#define gpuMemcpy cudaMemcpy
+#define gpuMemcpyDeviceToHost cudaMemcpyDeviceToHost
+#define gpuDeviceSynchronize cudaDeviceSynchronize
 #define FN_SHFL_XOR(v, m, w) __shfl_xor_sync(0xFFFFFFFFu, (v), (m), (w))
 #define FN_SHFL(v, l, w) __shfl_sync(0xFFFFFFFFu, (v), (l), (w))
 constexpr int kGpuWarp = 32;

@@ -14,6 +14,16 @@
 
 namespace fusednorm {
 namespace gpu {
+
+#if defined(FN_GPU_SPLIT_TUS)  // the kernels are instantiated in their own translation units
+extern template void launch_rmsnorm_quant<DType::kF32>(const RmsnormQuantCall&, const RowShape&, int64_t, int64_t,
+                                                       const int32_t*, gpuStream_t);
+extern template void launch_rmsnorm_quant<DType::kF16>(const RmsnormQuantCall&, const RowShape&, int64_t, int64_t,
+                                                       const int32_t*, gpuStream_t);
+extern template void launch_rmsnorm_quant<DType::kBF16>(const RmsnormQuantCall&, const RowShape&, int64_t, int64_t,
+                                                        const int32_t*, gpuStream_t);
+#endif
+
 namespace {
 
 constexpr int64_t kMaxRowElements = int64_t(kMaxSteps) * math::kMaxPartials;  // 32768
@@ -93,16 +103,6 @@ int32_t access_for(const LeadShape& lead, const RowView& v, int64_t h, int elem_
   return rows_aligned(lead, v, elem_bytes) ? kElements : kBytesOnly;
 }
 
-template <DType kIn>
-void launch_rows(const RmsnormQuantCall& c, const RowShape& shape, int64_t first, int64_t blocks,
-                 const int32_t access[3], gpuStream_t stream) {
-  const dim3 grid{unsigned(blocks)}, block{unsigned(shape.rows_per_block * shape.threads_per_row)};
-  if (shape.steps <= 4)
-    rmsnorm_quant_kernel<kIn, kGpuWarp, 4><<<grid, block, 0, stream>>>(c, shape, first, access[0], access[1], access[2]);
-  else
-    rmsnorm_quant_kernel<kIn, kGpuWarp, 8><<<grid, block, 0, stream>>>(c, shape, first, access[0], access[1], access[2]);
-}
-
 fusednorm_status plugin_rmsnorm_quant(const RmsnormQuantCall* call, int32_t device, void* stream, char* msg,
                                       size_t n) {
   const RmsnormQuantCall& c = *call;
@@ -127,14 +127,50 @@ fusednorm_status plugin_rmsnorm_quant(const RmsnormQuantCall* call, int32_t devi
     const int64_t nb = blocks - b0 < kMaxBlocksPerLaunch ? blocks - b0 : kMaxBlocksPerLaunch;
     const int64_t first = b0 * shape.rows_per_block;
     switch (c.in_type) {
-      case DType::kF32: launch_rows<DType::kF32>(c, shape, first, nb, access, s); break;
-      case DType::kF16: launch_rows<DType::kF16>(c, shape, first, nb, access, s); break;
-      default: launch_rows<DType::kBF16>(c, shape, first, nb, access, s); break;
+      case DType::kF32: launch_rmsnorm_quant<DType::kF32>(c, shape, first, nb, access, s); break;
+      case DType::kF16: launch_rmsnorm_quant<DType::kF16>(c, shape, first, nb, access, s); break;
+      default: launch_rmsnorm_quant<DType::kBF16>(c, shape, first, nb, access, s); break;
     }
     const gpuError_t e = gpuGetLastError();
     if (e != gpuSuccess) return vendor_error(e, "launching rmsnorm_quant", msg, n);
   }
   return FUSEDNORM_SUCCESS;
+}
+
+template <DType kOut>
+fusednorm_status verify_one(const char* name, unsigned long long* bad, unsigned int* first, char* msg, size_t n) {
+  gpuError_t e = gpuMemset(bad, 0, sizeof *bad);
+  if (e == gpuSuccess) e = gpuMemset(first, 0xFF, sizeof *first);
+  if (e != gpuSuccess) return vendor_error(e, "verify_encoders", msg, n);
+  verify_encoder_kernel<kOut><<<4096, 256>>>(0, uint64_t(1) << 32, bad, first);
+  e = gpuDeviceSynchronize();
+  unsigned long long b = 0;
+  unsigned int f = 0;
+  if (e == gpuSuccess) e = gpuMemcpy(&b, bad, sizeof b, gpuMemcpyDeviceToHost);
+  if (e == gpuSuccess) e = gpuMemcpy(&f, first, sizeof f, gpuMemcpyDeviceToHost);
+  if (e != gpuSuccess) return vendor_error(e, "verify_encoders", msg, n);
+  if (b != 0)
+    return say(FUSEDNORM_INTERNAL_ERROR, msg, n, "%s: %llu of 2^32 inputs differ from the shared math; first 0x%08x",
+               name, b, f);
+  return FUSEDNORM_SUCCESS;
+}
+
+fusednorm_status plugin_verify_encoders(int32_t device, char* msg, size_t n) {
+  DeviceGuard guard(device);
+  if (guard.error != gpuSuccess) return vendor_error(guard.error, "selecting the device", msg, n);
+  void* mem = nullptr;
+  gpuError_t e = gpuMalloc(&mem, 16);
+  if (e != gpuSuccess) return vendor_error(e, "verify_encoders", msg, n);
+  auto* bad = static_cast<unsigned long long*>(mem);
+  auto* first = reinterpret_cast<unsigned int*>(static_cast<char*>(mem) + 8);
+  fusednorm_status st = FUSEDNORM_SUCCESS;
+#define FN_MINIFLOAT(name, ...) \
+  if (st == FUSEDNORM_SUCCESS) st = verify_one<DType::k_##name>(#name, bad, first, msg, n);
+#include "math/formats.inc"
+#undef FN_MINIFLOAT
+  if (st == FUSEDNORM_SUCCESS) st = verify_one<DType::kI8>("int8", bad, first, msg, n);
+  (void)gpuFree(mem);
+  return st;
 }
 
 const fusednorm_plugin kPlugin = {
@@ -149,6 +185,7 @@ const fusednorm_plugin kPlugin = {
     plugin_describe,
     nullptr,  // cast: not offered on the GPU yet (UNSUPPORTED)
     plugin_rmsnorm_quant,
+    plugin_verify_encoders,
 };
 
 }  // namespace

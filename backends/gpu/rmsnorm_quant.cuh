@@ -139,21 +139,54 @@ __device__ __forceinline__ void store8(char* row, int64_t e, int64_t h, int32_t 
     if (e + j < h) store_elem<kBytes>(row, e + j, u[j], access);
 }
 
-__device__ __forceinline__ uint32_t encode_out(DType t, float v) {
-  switch (t) {
-#define FN_MINIFLOAT(name, ...) \
-  case DType::k_##name: return math::name::encode<false>(v);
+// The output format as a type: the kernel is instantiated per format, so each element's encode
+// is straight-line code (a run-time switch per element bloats the kernel past the i-cache).
+// Software encoders: the shared math.
+template <DType kOut>
+struct SoftFormat;
+#define FN_MINIFLOAT(name, ...)                                                               \
+  template <>                                                                                 \
+  struct SoftFormat<DType::k_##name> {                                                        \
+    static __device__ __forceinline__ uint32_t encode(float v) { return math::name::encode<false>(v); } \
+  };
 #include "math/formats.inc"
 #undef FN_MINIFLOAT
-    default: return math::encode_int8(v);
-  }
-}
+template <>
+struct SoftFormat<DType::kI8> {
+  static __device__ __forceinline__ uint32_t encode(float v) { return math::encode_int8(v); }
+};
+template <DType kOut>
+struct OutFormat : SoftFormat<kOut> {};
 
+// Hardware FP8 conversion (sm_89+): cvt.rn.satfinite rounds to nearest even and saturates
+// finite values and infinities exactly like enc_T; the NaN it writes is normalized to the
+// operations' positive NaN. verify_encoders (plugin.cuh) proves these equal to the shared math
+// over all 2^32 inputs on the device at hand; tests/gpu runs it.
+template <DType kOut>
+__device__ __forceinline__ uint32_t hw_fp8(float v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890 && !defined(__HIPCC__)
+  uint16_t pair;
+  if (kOut == DType::k_f8e4m3fn)
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %1;" : "=h"(pair) : "f"(v));
+  else
+    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %1;" : "=h"(pair) : "f"(v));
+  return v != v ? 0x7Fu : (pair & 0xFFu);
+#else
+  return SoftFormat<kOut>::encode(v);
+#endif
+}
+template <>
+struct OutFormat<DType::k_f8e4m3fn> {
+  static __device__ __forceinline__ uint32_t encode(float v) { return hw_fp8<DType::k_f8e4m3fn>(v); }
+};
+template <>
+struct OutFormat<DType::k_f8e5m2> {
+  static __device__ __forceinline__ uint32_t encode(float v) { return hw_fp8<DType::k_f8e5m2>(v); }
+};
 // Scales go through byte stores: few per row, and a scale tensor may sit at any alignment.
-__device__ __forceinline__ void store_scale(const RmsnormQuantCall& c, int64_t row, int64_t group,
-                                            uint32_t stored) {
-  char* p = c.packed ? row_ptr(c.lead, c.out, row) + c.h  // f32, little-endian
-                     : row_ptr(c.lead, c.scales, row) + group * c.scale_col_stride;
+// `base` is the row's scale pointer (or, packed, its output row + H).
+__device__ __forceinline__ void store_scale(const RmsnormQuantCall& c, char* base, int32_t group, uint32_t stored) {
+  char* p = c.packed ? base : base + group * c.scale_col_stride;
   const int bytes = c.packed || c.scale_type == math::ScaleType::kF32 ? 4
                     : c.scale_type == math::ScaleType::kE8M0        ? 1
                                                                      : 2;
@@ -211,7 +244,7 @@ __device__ __forceinline__ uint32_t abs_bits(float y) { return math::bits_of(y) 
 
 // ---------------------------------------------------------------- the kernel
 
-template <DType kIn, int kWarp, int kSteps>
+template <DType kIn, DType kOut, int kWarp, int kSteps>
 __global__ void __launch_bounds__(kMaxBlockThreads)
     rmsnorm_quant_kernel(const RmsnormQuantCall c, const RowShape shape, const int64_t first_row,
                          const int32_t in_access, const int32_t out_access, const int32_t w_access) {
@@ -224,8 +257,13 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
   const bool active = row < c.lead.rows;  // inactive threads still join every barrier
   const int64_t h = c.h;
 
+  // Row pointers once (64-bit offsets); offsets inside a row fit in 32 bits (H <= 32768).
   const char* in = active ? row_ptr(c.lead, c.in, row) : nullptr;
   char* res = active && c.res.data ? row_ptr(c.lead, c.res, row) : nullptr;
+  char* out = active ? row_ptr(c.lead, c.out, row) : nullptr;
+  char* scale_base = !active || c.mode == FUSEDNORM_SCALE_STATIC ? nullptr
+                     : c.packed                              ? out + c.h
+                                                             : row_ptr(c.lead, c.scales, row);
 
   // 1. Load the row (and add the residual, rounding to the input dtype and writing it back).
   float x[kSteps][8];
@@ -307,7 +345,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
         m = lanes_max<kWarp>(m, lanes);
         const math::DynamicScale ds = math::dynamic_scale(m, c.qmax, c.scale_ub, c.min_scale, c.scale_type);
         const int64_t e = int64_t(s) * P + 8 * t;
-        if (active && s < S && e < h && t % lanes == 0) store_scale(c, row, e / g, ds.stored);
+        if (active && s < S && e < h && t % lanes == 0) store_scale(c, scale_base, int32_t(e) / int32_t(g), ds.stored);
         rcp[s] = ds.r;
       }
     } else {
@@ -324,7 +362,8 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
             for (int j = 0; j < 8; ++j) m = abs_bits(x[s][j]) > m ? abs_bits(x[s][j]) : m;
         m = row_max<kWarp>(m, t, T, red_max);
         const math::DynamicScale ds = math::dynamic_scale(m, c.qmax, c.scale_ub, c.min_scale, c.scale_type);
-        if (active && t == 0 && int64_t(s0) * P < h) store_scale(c, row, g >= h ? 0 : int64_t(s0) * P / g, ds.stored);
+        if (active && t == 0 && int64_t(s0) * P < h)
+          store_scale(c, scale_base, g >= h ? 0 : int32_t(s0 * P) / int32_t(g), ds.stored);
 #pragma unroll
         for (int s = 0; s < kSteps; ++s)
           if (s >= s0 && s < s0 + per) rcp[s] = ds.r;
@@ -334,17 +373,59 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
 
   // 5. Encode and store 8 codes per step.
   if (!active) return;
-  char* out = row_ptr(c.lead, c.out, row);
 #pragma unroll
   for (int s = 0; s < kSteps; ++s) {
     if (s >= S) continue;
     const int64_t e = int64_t(s) * P + 8 * t;
     uint32_t q[8];
 #pragma unroll
-    for (int j = 0; j < 8; ++j) q[j] = encode_out(c.out_type, math::clamp_sym(math::mul_rn(x[s][j], rcp[s]), c.qclamp));
+    for (int j = 0; j < 8; ++j) q[j] = OutFormat<kOut>::encode(math::clamp_sym(math::mul_rn(x[s][j], rcp[s]), c.qclamp));
     store8<1>(out, e, h, out_access, q);
   }
 }
+
+// Exhaustive check of the kernels' encoders against the shared math: every f32 bit pattern
+// (base + i for i < n). Counts mismatches and records the smallest mismatching input.
+template <DType kOut>
+__global__ void verify_encoder_kernel(uint64_t base, uint64_t n, unsigned long long* bad, unsigned int* first) {
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) {
+    const uint32_t u = uint32_t(base + i);
+    const float v = math::float_of(u);
+    if (OutFormat<kOut>::encode(v) != SoftFormat<kOut>::encode(v)) {
+      atomicAdd(bad, 1ull);
+      atomicMin(first, u);
+    }
+  }
+}
+
+// Launches the kernels of one input dtype (one translation unit each in the CUDA build, so the
+// instantiations compile in parallel; see backends/cuda/).
+template <DType kIn>
+void launch_rmsnorm_quant(const RmsnormQuantCall& c, const RowShape& shape, int64_t first, int64_t blocks,
+                          const int32_t access[3], gpuStream_t stream) {
+  const dim3 grid{unsigned(blocks)}, block{unsigned(shape.rows_per_block * shape.threads_per_row)};
+  switch (c.out_type) {
+#define FN_LAUNCH(kOut)                                                                                   \
+  case kOut:                                                                                              \
+    if (shape.steps <= 4)                                                                                 \
+      rmsnorm_quant_kernel<kIn, kOut, kGpuWarp, 4><<<grid, block, 0, stream>>>(c, shape, first, access[0], \
+                                                                              access[1], access[2]);     \
+    else                                                                                                  \
+      rmsnorm_quant_kernel<kIn, kOut, kGpuWarp, 8><<<grid, block, 0, stream>>>(c, shape, first, access[0], \
+                                                                              access[1], access[2]);     \
+    break;
+#define FN_MINIFLOAT(name, ...) FN_LAUNCH(DType::k_##name)
+#include "math/formats.inc"
+#undef FN_MINIFLOAT
+    FN_LAUNCH(DType::kI8)
+#undef FN_LAUNCH
+    default: break;
+  }
+}
+
+#define FN_INSTANTIATE_RMSNORM_QUANT(kIn)                                                              \
+  template void launch_rmsnorm_quant<kIn>(const RmsnormQuantCall&, const RowShape&, int64_t, int64_t, \
+                                          const int32_t*, gpuStream_t);
 
 }  // namespace gpu
 }  // namespace fusednorm

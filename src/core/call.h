@@ -25,13 +25,15 @@ struct RowView {
 };
 
 FN_HD int64_t row_offset(const LeadShape& shape, const RowView& view, int64_t row) {
+  // row < shape.rows, so the outermost index needs no division (and 2-D tensors none at all:
+  // 64-bit division is a long subroutine on GPUs).
   int64_t off = 0;
-  for (int32_t d = shape.ndim - 1; d >= 0; --d) {
+  for (int32_t d = shape.ndim - 1; d > 0; --d) {
     const int64_t n = shape.dims[d];
     off += (row % n) * view.strides[d];
     row /= n;
   }
-  return off;
+  return shape.ndim > 0 ? off + row * view.strides[0] : off;
 }
 FN_HD char* row_ptr(const LeadShape& shape, const RowView& view, int64_t row) {
   return view.data + row_offset(shape, view, row);

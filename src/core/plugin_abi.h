@@ -36,6 +36,10 @@ typedef struct fusednorm_plugin {
                            size_t msg_size);
   fusednorm_status (*rmsnorm_quant)(const fusednorm::RmsnormQuantCall* call, int32_t device_id, void* stream,
                                     char* msg, size_t msg_size);
+  // Test hook: proves on device `device_id` that the kernels' encoders (hardware conversions
+  // included) equal the shared math for all 2^32 f32 inputs, for every output format.
+  // SUCCESS, or INTERNAL_ERROR naming the format, the mismatch count and the first input.
+  fusednorm_status (*verify_encoders)(int32_t device_id, char* msg, size_t msg_size);
 } fusednorm_plugin;
 
 typedef const fusednorm_plugin* (*fusednorm_plugin_entry_fn)(void);

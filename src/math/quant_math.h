@@ -19,6 +19,11 @@ namespace math {
 // ---------------------------------------------------------------- IEEE binary32 helpers
 // The numerics contract forbids contraction and approximation: on the device every operation is
 // an explicit round-to-nearest intrinsic, so neither -fmad nor fast-math can change a result.
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+// Register moves (memcpy can go through the stack in device code).
+FN_HD uint32_t bits_of(float f) { return __float_as_uint(f); }
+FN_HD float float_of(uint32_t u) { return __uint_as_float(u); }
+#else
 FN_HD uint32_t bits_of(float f) {
   uint32_t u;
   memcpy(&u, &f, sizeof u);
@@ -29,6 +34,7 @@ FN_HD float float_of(uint32_t u) {
   memcpy(&f, &u, sizeof f);
   return f;
 }
+#endif
 #if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
 FN_HD float add_rn(float a, float b) { return __fadd_rn(a, b); }
 FN_HD float mul_rn(float a, float b) { return __fmul_rn(a, b); }

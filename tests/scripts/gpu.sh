@@ -4,7 +4,7 @@
 # from Debian .deb files in ${FUSEDNORM_DEPS_DIR:-.deps} (fetch them on a Debian 12 machine with
 # `apt-get download libhwy-dev libhwy1 libtbb-dev libtbb12 libtbbmalloc2 libtbbbind-2-5 catch2
 # libdlpack-dev`) and unpacked under build-gpu/deps. Logs go to ${OUT:-build-gpu/out}.
-# Usage: bash tests/scripts/gpu.sh [build|test|sanitize|bench|all]...   (default: all)
+# Usage: bash tests/scripts/gpu.sh [build|test|sanitize|bench|profile|all]...   (default: all but profile)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -12,7 +12,7 @@ out=${OUT:-$root/build-gpu/out}
 mkdir -p "$out"
 steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(all)
-want() { for s in "${steps[@]}"; do [ "$s" = all ] || [ "$s" = "$1" ] && return 0; done; return 1; }
+want() { for s in "${steps[@]}"; do { [ "$s" = all ] && [ "$1" != profile ]; } || [ "$s" = "$1" ] && return 0; done; return 1; }
 status=0
 note() { echo "== $*" | tee -a "$out/summary.txt"; }
 
@@ -27,7 +27,7 @@ if [ ! -f /usr/include/hwy/highway.h ]; then
   export CPATH="$deps/usr/include${CPATH:+:$CPATH}"
 fi
 
-if want build || want test || want sanitize || want bench; then
+if want build || want test || want sanitize || want bench || want profile; then
   t0=$(date +%s)
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DFUSEDNORM_CUDA=ON \
     -DFUSEDNORM_CUDA_ARCHITECTURES="${FUSEDNORM_CUDA_ARCHITECTURES:-90a-real}" >"$out/configure.log" 2>&1 &&
@@ -62,6 +62,16 @@ if want bench; then
   ./build-gpu/fusednorm-bench --device cuda:0 ${FUSEDNORM_BENCH_ARGS:-} >"$out/bench_gpu.txt" 2>"$out/bench_gpu.err"
   rc=$?; [ $rc -eq 0 ] || status=1
   note "bench: rc=$rc in $(( $(date +%s) - t0 )) s"
+fi
+if want profile; then
+  # One rmsnorm_quant launch under Nsight Compute (clocks left alone), for the shape in
+  # FUSEDNORM_PROFILE_ARGS (default: bf16 -> e4m3fn, dynamic per-row, 16384 x 8192).
+  ncu --clock-control none --kernel-name regex:rmsnorm_quant_kernel --launch-skip 3 --launch-count 1 \
+    --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+    --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
+    ./build-gpu/fusednorm-bench --device cuda:0 ${FUSEDNORM_PROFILE_ARGS:---in bf16 --out f8e4m3fn --modes row --hidden 8192 --tokens 16384 --reps 3} \
+    >"$out/ncu.txt" 2>&1
+  note "profile: rc=$? ($out/ncu.txt)"
 fi
 cat "$out/summary.txt"
 exit $status
