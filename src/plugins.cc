@@ -34,19 +34,24 @@ std::string own_directory() {
 bool adopt(const fusednorm_plugin* t, int32_t device_type, const std::string& where, PluginState* st) {
   char msg[512] = "";
   if (t == nullptr) {
-    st->error += where + ": the entry point returned NULL; ";
+    st->error += where + ": the entry point returned NULL";
     return false;
   }
   if (t->abi_version != FUSEDNORM_PLUGIN_ABI_VERSION || t->struct_size != sizeof(fusednorm_plugin) ||
       t->cast_call_size != sizeof(CastCall) || t->rmsnorm_call_size != sizeof(RmsnormQuantCall)) {
-    st->error += where + ": plugin ABI version " + std::to_string(t->abi_version) + " (table " +
-                 std::to_string(t->struct_size) + " bytes), this libfusednorm expects version " +
-                 std::to_string(FUSEDNORM_PLUGIN_ABI_VERSION) + " (table " + std::to_string(sizeof(fusednorm_plugin)) +
-                 " bytes); ";
+    // The sizes too: a plugin of the same version built against other call structs is refused.
+    auto sizes = [](uint32_t table, uint32_t cast, uint32_t rmsnorm) {
+      return " (table " + std::to_string(table) + " bytes, calls " + std::to_string(cast) + "/" +
+             std::to_string(rmsnorm) + " bytes)";
+    };
+    st->error += where + ": plugin ABI version " + std::to_string(t->abi_version) +
+                 sizes(t->struct_size, t->cast_call_size, t->rmsnorm_call_size) +
+                 ", this libfusednorm expects version " + std::to_string(FUSEDNORM_PLUGIN_ABI_VERSION) +
+                 sizes(sizeof(fusednorm_plugin), sizeof(CastCall), sizeof(RmsnormQuantCall));
     return false;
   }
   if (t->device_type != device_type) {
-    st->error += where + ": plugin serves device type " + std::to_string(t->device_type) + "; ";
+    st->error += where + ": plugin serves device type " + std::to_string(t->device_type);
     return false;
   }
   if (t->init(msg, sizeof msg) != FUSEDNORM_SUCCESS) {
@@ -98,6 +103,7 @@ void load(int32_t device_type, PluginState* st) {
     adopt(fn(), device_type, path, st);
     return;
   }
+  st->error.resize(st->error.size() - 2);  // the last attempt's "; "
 }
 
 }  // namespace
