@@ -299,26 +299,37 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
     inv = math::inv_rms(row_sum<kWarp>(v, t, T, red_sum), math::length_f32(h), c.eps);
   }
 
-  // 3. y = (x * inv) * (w + offset); elements past H are 0.
-  const char* w = c.weight;
+  // 3. y = (x * inv) * (w + offset); elements past H are 0. Dtype branches are uniform and sit
+  // outside the element loops.
+  if (c.norm == FUSEDNORM_NORM_RMS) {
+    const char* w = c.weight;
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s) {
+      if (s >= S) continue;
+      const int64_t e = int64_t(s) * P + 8 * t;
+      uint32_t wu[8];
+      float g[8];
+      if (c.w_type == DType::kF32) {
+        load8<4>(w, e, h, w_access, wu);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) g[j] = math::float_of(wu[j]);
+      } else if (c.w_type == DType::kBF16) {
+        load8<2>(w, e, h, w_access, wu);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) g[j] = math::decode_bf16(wu[j]);
+      } else {
+        load8<2>(w, e, h, w_access, wu);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) g[j] = math::decode_f16(wu[j]);
+      }
+#pragma unroll
+      for (int j = 0; j < 8; ++j) x[s][j] = math::norm_apply(x[s][j], inv, math::add_rn(g[j], c.weight_offset));
+    }
+  }
 #pragma unroll
   for (int s = 0; s < kSteps; ++s) {
     const int64_t e = int64_t(s) * P + 8 * t;
-    if (c.norm == FUSEDNORM_NORM_RMS) {
-      uint32_t wu[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-      if (s < S) {
-        // The weight's dtype may differ from the input's.
-        if (c.w_type == DType::kF32) load8<4>(w, e, h, w_access, wu);
-        else load8<2>(w, e, h, w_access, wu);
-      }
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const float wf = c.w_type == DType::kF32   ? math::float_of(wu[j])
-                         : c.w_type == DType::kF16 ? math::decode_f16(wu[j])
-                                                   : math::decode_bf16(wu[j]);
-        x[s][j] = math::norm_apply(x[s][j], inv, math::add_rn(wf, c.weight_offset));
-      }
-    }
+    if (s < S && e + 8 <= h) continue;  // a full chunk
 #pragma unroll
     for (int j = 0; j < 8; ++j)
       if (s >= S || e + j >= h) x[s][j] = 0.0f;
@@ -371,15 +382,22 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
     }
   }
 
-  // 5. Encode and store 8 codes per step.
+  // 5. Encode and store 8 codes per step (the clamp only where the caller set a qmax).
   if (!active) return;
+  const bool clamp = c.qclamp < INFINITY;
 #pragma unroll
   for (int s = 0; s < kSteps; ++s) {
     if (s >= S) continue;
     const int64_t e = int64_t(s) * P + 8 * t;
     uint32_t q[8];
+    if (clamp) {
 #pragma unroll
-    for (int j = 0; j < 8; ++j) q[j] = OutFormat<kOut>::encode(math::clamp_sym(math::mul_rn(x[s][j], rcp[s]), c.qclamp));
+      for (int j = 0; j < 8; ++j)
+        q[j] = OutFormat<kOut>::encode(math::clamp_sym(math::mul_rn(x[s][j], rcp[s]), c.qclamp));
+    } else {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) q[j] = OutFormat<kOut>::encode(math::mul_rn(x[s][j], rcp[s]));
+    }
     store8<1>(out, e, h, out_access, q);
   }
 }
