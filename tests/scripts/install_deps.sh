@@ -6,6 +6,11 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 packages=(cmake ninja-build g++ libhwy-dev libtbb-dev catch2 libdlpack-dev python3 python3-venv python3-pip)
+# The HIP plugin (docs/building.md): Debian's HIP 5.2 on clang-15 (amd64 only), and clang-19 with
+# lld-19 and llvm-19 (llvm-dis, llvm-as) for the gfx942 compile-only check. ~700 MB.
+if [ "$(dpkg --print-architecture)" = amd64 ]; then
+  packages+=(hipcc libamdhip64-dev rocm-device-libs clang-19 lld-19 llvm-19)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
