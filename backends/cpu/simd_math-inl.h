@@ -42,6 +42,14 @@ HWY_INLINE VU Sel(hn::Mask<DI> m, VU yes, VU no) {
   return hn::BitCast(du, hn::IfThenElse(m, hn::BitCast(di, yes), hn::BitCast(di, no)));
 }
 HWY_INLINE VU SetU(uint32_t v) { return hn::Set(DU(), v); }
+// Bit by bit: mask ? yes : no (one vpternlog on AVX3; IfVecThenElse elsewhere wants lane masks).
+HWY_INLINE VU BitSelect(VU mask, VU yes, VU no) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  return hn::IfVecThenElse(mask, yes, no);
+#else
+  return hn::Or(hn::And(mask, yes), hn::AndNot(mask, no));
+#endif
+}
 
 // ---------------------------------------------------------------- encoders (codes in u32 lanes)
 // MiniFloat<...>::encode for every input but NaN, lane-wise (NaN lanes: unspecified codes).
@@ -49,27 +57,45 @@ HWY_INLINE VU SetU(uint32_t v) { return hn::Set(DU(), v); }
 // the NaN branch, so the exhaustive test of EncodeMini covers this function for all non-NaN inputs.
 //   normal:    ((a + 2^(s-1) - 1 + lsb) >> s) - rebias, computed as (a + 2^(s-1) - 1 - (rebias << s)
 //              + lsb) >> s: for a >= 2^emin the sum never borrows, so the two are equal;
-//   saturate:  min(code, max_code): the normal code is non-decreasing in a and equals max_code at
-//              a = largest finite, so every a above it (Inf included) gives >= max_code, and every
-//              a at or below it gives <= max_code (subnormal codes are <= 2^man < max_code).
+//   subnormal: bits(a + K) = bits(K) + code, and bits(K) has zeros in its low 23 bits;
+//   so below the saturation threshold MiniNoSatBits (where both give codes < 2^kSignShift),
+//   the low kSignShift bits of the selected value are the magnitude's code, and one bit select
+//   (vpternlog on AVX3) puts the sign above them;
+//   saturate:  a >= MiniNoSatBits (Inf included) gives the largest finite code; below it, RNE
+//              gives at most that code, so !kSaturate (the caller knows every |v| is below it)
+//              leaves the select out and changes no code.
 template <class F>
+constexpr uint32_t MiniNoSatBits() {
+  // The midpoint between the largest finite and the next value of the format's grid (a tie there
+  // rounds to the largest finite, whose mantissa is even in every format of formats.inc; the
+  // threshold excludes it anyway).
+  return F::kMaxBits + (1u << (F::kShift - 1));
+}
+
+template <class F, bool kSaturate = true>
 HWY_INLINE VU EncodeMiniNoNaN(VF v) {
   const DF df;
   const DU du;
-  const DI di;
   const VU u = hn::BitCast(du, v);
   const VU a = hn::And(u, SetU(math::kF32AbsMask));
+  constexpr uint32_t kBias = ((1u << (F::kShift - 1)) - 1u) - (F::kRebias << F::kShift);
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  // lsb as a mask: a test and a masked add instead of a shift, an and and an add.
+  const VU rnd = hn::IfThenElse(hn::TestBit(a, SetU(1u << F::kShift)), hn::Add(a, SetU(kBias + 1u)),
+                                hn::Add(a, SetU(kBias)));
+#else
   const VU lsb = hn::And(hn::ShiftRight<F::kShift>(a), SetU(1));
-  const VU rnd = hn::Add(hn::Add(a, SetU(((1u << (F::kShift - 1)) - 1u) - (F::kRebias << F::kShift))), lsb);
+  const VU rnd = hn::Add(hn::Add(a, SetU(kBias)), lsb);
+#endif
   const VU normal = hn::ShiftRight<F::kShift>(rnd);
-  const VF magic = hn::BitCast(df, SetU(F::kSubMagicBits));
-  const VU sub = hn::Sub(hn::BitCast(du, hn::Add(hn::BitCast(df, a), magic)), SetU(F::kSubMagicBits));
-  VU code = Sel(GeS(a, F::kMinNormalBits), normal, sub);
-  code = hn::BitCast(du, hn::Min(hn::BitCast(di, code), hn::Set(di, int32_t(F::kMaxCodeBits))));
-  const VU sign_bit = SetU(1u << F::kSignShift);
-  if (F::kNegZero) return hn::OrAnd(code, hn::ShiftRight<31 - F::kSignShift>(u), sign_bit);
-  const VU sgn = hn::And(hn::ShiftRight<31 - F::kSignShift>(u), sign_bit);
-  return hn::Or(code, hn::IfThenZeroElse(hn::Eq(code, SetU(0)), sgn));
+  const VU sub = hn::BitCast(du, hn::Add(hn::BitCast(df, a), hn::BitCast(df, SetU(F::kSubMagicBits))));
+  VU code = Sel(GeS(a, F::kMinNormalBits), normal, sub);  // low kSignShift bits: the code
+  if (kSaturate) code = Sel(GeS(a, MiniNoSatBits<F>()), SetU(F::kMaxCodeBits), code);
+  const VU low = SetU((1u << F::kSignShift) - 1u);
+  const VU sign = hn::ShiftRight<31 - F::kSignShift>(u);  // bit kSignShift: the sign; above: 0
+  if (F::kNegZero) return BitSelect(low, code, sign);
+  code = hn::And(code, low);
+  return hn::Or(code, hn::IfThenZeroElse(hn::Eq(code, SetU(0)), hn::AndNot(low, sign)));
 }
 
 // MiniFloat<...>::encode, lane-wise.
@@ -119,10 +145,13 @@ HWY_INLINE VU EncodeF32(VF v) {
 }
 
 // Two's complement byte in the low 8 bits of each lane; NaN lanes: unspecified codes.
+// !kSaturate: the caller knows that every |v| < 127.5, where the clamp changes nothing that rn
+// does not already give.
+template <bool kSaturate = true>
 HWY_INLINE VU EncodeInt8NoNaN(VF v) {
   const DF df;
   const DI di;
-  const VF c = hn::Min(hn::Max(v, hn::Set(df, -128.0f)), hn::Set(df, 127.0f));
+  const VF c = kSaturate ? hn::Min(hn::Max(v, hn::Set(df, -128.0f)), hn::Set(df, 127.0f)) : v;
   const VF r = hn::Sub(hn::Add(c, hn::Set(df, math::kRoundMagic)), hn::Set(df, math::kRoundMagic));
   return hn::And(hn::BitCast(DU(), hn::ConvertTo(di, r)), SetU(0xFFu));
 }
@@ -198,7 +227,17 @@ struct InputLoader<F16Tag> {
 template <>
 struct InputLoader<BF16Tag> {
   static HWY_INLINE VF Load(const char* row, int64_t i) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+    // One word permutation puts bf16 j in the upper half of lane j and zeros the lower halves
+    // (instead of a widening load and a shift).
+    alignas(64) static constexpr uint16_t kIdx[32] = {0, 0, 1, 1, 2,  2,  3,  3,  4,  4,  5,  5,  6,  6,  7,  7,
+                                                      8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15};
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * i));
+    const __m512i idx = _mm512_load_si512(reinterpret_cast<const void*>(kIdx));
+    return VF{_mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(0xAAAAAAAAu, idx, _mm512_castsi256_si512(h)))};
+#else
     return hn::BitCast(DF(), hn::ShiftLeft<16>(LoadU16AsU32(row, i)));
+#endif
   }
 };
 
@@ -215,6 +254,35 @@ HWY_INLINE void StoreCodes(VU codes, char* row, int64_t i) {
     const hn::Rebind<uint8_t, DU> d8;
     hn::StoreU(hn::DemoteTo(d8, hn::BitCast(DI(), codes)), d8, reinterpret_cast<uint8_t*>(row) + i);
   }
+}
+
+// Store 4 * Lanes(DF()) one-byte codes (u32 lanes, each in [0, 255]) to row[i...]: the lanes of
+// c0, then c1, c2, c3. x86: two saturating packs (exact on [0, 255]) and one lane permutation
+// instead of a demotion per vector.
+HWY_INLINE void StoreCodes4x1(VU c0, VU c1, VU c2, VU c3, char* row, int64_t i) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  const __m512i ab = _mm512_packs_epi32(c0.raw, c1.raw);  // per 128-bit block k: c0[4k..4k+3], c1[4k..]
+  const __m512i cd = _mm512_packs_epi32(c2.raw, c3.raw);
+  const __m512i b = _mm512_packus_epi16(ab, cd);          // dword 4k + v: lanes 4k..4k+3 of c_v
+  const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  _mm512_storeu_si512(reinterpret_cast<void*>(row + i), _mm512_permutexvar_epi32(idx, b));
+#elif HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
+  const __m256i ab = _mm256_packs_epi32(c0.raw, c1.raw);
+  const __m256i cd = _mm256_packs_epi32(c2.raw, c3.raw);
+  const __m256i b = _mm256_packus_epi16(ab, cd);
+  const __m256i idx = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + i), _mm256_permutevar8x32_epi32(b, idx));
+#elif HWY_ARCH_X86 && (HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3)
+  const __m128i ab = _mm_packs_epi32(c0.raw, c1.raw);
+  const __m128i cd = _mm_packs_epi32(c2.raw, c3.raw);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(row + i), _mm_packus_epi16(ab, cd));
+#else
+  const int64_t n = int64_t(hn::Lanes(DU()));
+  StoreCodes<1>(c0, row, i);
+  StoreCodes<1>(c1, row, i + n);
+  StoreCodes<1>(c2, row, i + 2 * n);
+  StoreCodes<1>(c3, row, i + 3 * n);
+#endif
 }
 
 }  // namespace HWY_NAMESPACE

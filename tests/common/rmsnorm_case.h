@@ -5,6 +5,7 @@
 
 #include <math.h>
 
+#include <algorithm>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -12,6 +13,7 @@
 
 #include "common/test_tensor.h"
 #include "fusednorm/fusednorm.h"
+#include "core/validate.h"
 #include "reference/reference.h"
 
 namespace fusednorm {
@@ -145,6 +147,72 @@ struct CaseTensors {
     return reference::rmsnorm_quant(input->dl(), res_dl(), w_dl(), output->dl(), s_dl(), &o);
   }
 };
+
+// The value lists and option combinations the CPU and GPU tests sweep.
+inline constexpr int64_t kTestHs[] = {1, 7, 8, 9, 15, 16, 17, 97, 128, 333, 513, 1001, 4096, 8192, 8193, 16384};
+inline constexpr DType kTestIns[] = {DType::kF32, DType::kF16, DType::kBF16};
+inline constexpr DType kTestOuts[] = {DType::k_f8e4m3fn, DType::k_f8e4m3fnuz, DType::k_f8e4m3,
+                                      DType::k_f8e5m2,   DType::k_f8e5m2fnuz, DType::kI8};
+
+// Every (mode, scale dtype, placement, group) the API offers.
+inline std::vector<CaseSpec> scale_variants() {
+  std::vector<CaseSpec> v;
+  CaseSpec s;
+  s.mode = FUSEDNORM_SCALE_STATIC;
+  v.push_back(s);
+  s.mode = FUSEDNORM_SCALE_DYNAMIC_ROW;
+  s.placement = FUSEDNORM_SCALES_PACKED_ROW_END;
+  v.push_back(s);
+  s.placement = FUSEDNORM_SCALES_TENSOR;
+  for (int mode : {FUSEDNORM_SCALE_DYNAMIC_ROW, FUSEDNORM_SCALE_DYNAMIC_GROUP})
+    for (int64_t g : {32, 64, 128}) {
+      if (mode == FUSEDNORM_SCALE_DYNAMIC_ROW && g != 128) continue;
+      for (DType st : {DType::kF32, DType::kF16, DType::kBF16, DType::kE8M0})
+        for (bool col : {false, true}) {
+          s.mode = mode;
+          s.group = g;
+          s.scale = st;
+          s.col_major_scales = col;
+          v.push_back(s);
+        }
+    }
+  return v;
+}
+
+// Calls body(spec) for every input dtype x output format x scale variant x {residual} x {norm},
+// with the secondary options (weight dtype, offset, eps, scale_ub, min_scale, qmax, row padding,
+// misalignment, leading dims lead_a or lead_b) drawn from rng (the seed replays them) and one H
+// per combination, cycling through kTestHs. Returns the number of combinations.
+template <class Body>
+int64_t for_each_option_combination(std::mt19937_64& rng, const std::vector<int64_t>& lead_a,
+                                    const std::vector<int64_t>& lead_b, Body&& body) {
+  std::uniform_int_distribution<int> coin(0, 1), pick(0, 7);
+  int64_t cases = 0;
+  for (DType in : kTestIns)
+    for (DType out : kTestOuts)
+      for (const CaseSpec& v : scale_variants())
+        for (int flags = 0; flags < 4; ++flags) {
+          CaseSpec s = v;
+          s.in = in;
+          s.w = kTestIns[size_t(pick(rng)) % 3];
+          s.out = out;
+          s.residual = flags & 1;
+          s.norm = (flags & 2) == 0;
+          s.weight_offset = coin(rng) ? 1.0f : 0.0f;
+          s.eps = coin(rng) ? 1e-6f : 0.0f;
+          s.scale_ub = pick(rng) == 0 ? 0.25f : INFINITY;
+          s.min_scale = pick(rng) == 0 ? 1e-6f : 0.0f;
+          s.qmax = pick(rng) == 0 ? quant_max(out) / 2 : 0.0f;
+          s.row_pad = pick(rng) == 0 ? 5 : 0;
+          s.misalign = pick(rng) == 0 ? 2 : 0;
+          s.lead = pick(rng) == 0 ? lead_a : lead_b;
+          const int64_t h = kTestHs[size_t(cases) % (sizeof kTestHs / sizeof kTestHs[0])];
+          s.h = s.mode == FUSEDNORM_SCALE_DYNAMIC_GROUP ? std::max<int64_t>(s.group, h / s.group * s.group) : h;
+          body(s);
+          ++cases;
+        }
+  return cases;
+}
 
 // First differing byte of two tensors' whole allocations (poison included), or "".
 inline std::string first_difference(const char* what, const HostTensor& a, const HostTensor& b) {

@@ -98,68 +98,20 @@ void check_gpu_case(CaseTensors& base, const std::string& seed_note) {
   REQUIRE(compare_outputs(*gpu_host, *cpu) == "");
 }
 
-const int64_t kHs[] = {1, 7, 8, 9, 15, 16, 17, 97, 128, 333, 513, 1001, 4096, 8192, 8193, 16384};
-const DType kIns[] = {DType::kF32, DType::kF16, DType::kBF16};
-const DType kOuts[] = {DType::k_f8e4m3fn, DType::k_f8e4m3fnuz, DType::k_f8e4m3,
-                       DType::k_f8e5m2,   DType::k_f8e5m2fnuz, DType::kI8};
-
-std::vector<CaseSpec> scale_variants() {
-  std::vector<CaseSpec> v;
-  CaseSpec s;
-  s.mode = FUSEDNORM_SCALE_STATIC;
-  v.push_back(s);
-  s.mode = FUSEDNORM_SCALE_DYNAMIC_ROW;
-  s.placement = FUSEDNORM_SCALES_PACKED_ROW_END;
-  v.push_back(s);
-  s.placement = FUSEDNORM_SCALES_TENSOR;
-  for (int mode : {FUSEDNORM_SCALE_DYNAMIC_ROW, FUSEDNORM_SCALE_DYNAMIC_GROUP})
-    for (int64_t g : {32, 64, 128}) {
-      if (mode == FUSEDNORM_SCALE_DYNAMIC_ROW && g != 128) continue;
-      for (DType st : {DType::kF32, DType::kF16, DType::kBF16, DType::kE8M0})
-        for (bool col : {false, true}) {
-          s.mode = mode;
-          s.group = g;
-          s.scale = st;
-          s.col_major_scales = col;
-          v.push_back(s);
-        }
-    }
-  return v;
-}
+const auto& kHs = kTestHs;
+const auto& kIns = kTestIns;
+const auto& kOuts = kTestOuts;
 
 TEST_CASE("gpu rmsnorm_quant: equals the CPU backend for every option combination and every H",
           "[gpu][rmsnorm_quant]") {
   if (!gpu_available()) return;
   const uint64_t seed = Catch::rngSeed() ? Catch::rngSeed() : uint64_t(time(nullptr));
   std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int> coin(0, 1), pick(0, 7);
-  const auto variants = scale_variants();
-  int64_t cases = 0;
-  for (DType in : kIns)
-    for (DType out : kOuts)
-      for (const CaseSpec& v : variants)
-        for (int flags = 0; flags < 4; ++flags) {
-          CaseSpec s = v;
-          s.in = in;
-          s.w = kIns[size_t(pick(rng)) % 3];
-          s.out = out;
-          s.residual = flags & 1;
-          s.norm = (flags & 2) == 0;
-          s.weight_offset = coin(rng) ? 1.0f : 0.0f;
-          s.eps = coin(rng) ? 1e-6f : 0.0f;
-          s.scale_ub = pick(rng) == 0 ? 0.25f : INFINITY;
-          s.min_scale = pick(rng) == 0 ? 1e-6f : 0.0f;
-          s.qmax = pick(rng) == 0 ? quant_max(out) / 2 : 0.0f;
-          s.row_pad = pick(rng) == 0 ? 5 : 0;
-          s.misalign = pick(rng) == 0 ? 2 : 0;
-          s.lead = pick(rng) == 0 ? std::vector<int64_t>{2, 3} : std::vector<int64_t>{5};
-          const int64_t h = kHs[size_t(cases) % (sizeof kHs / sizeof kHs[0])];
-          s.h = s.mode == FUSEDNORM_SCALE_DYNAMIC_GROUP ? std::max<int64_t>(s.group, h / s.group * s.group) : h;
-          CaseTensors t(s);
-          t.fill_random(rng);
-          check_gpu_case(t, "seed=" + std::to_string(seed));
-          ++cases;
-        }
+  for_each_option_combination(rng, {2, 3}, {5}, [&](const CaseSpec& s) {
+    CaseTensors t(s);
+    t.fill_random(rng);
+    check_gpu_case(t, "seed=" + std::to_string(seed));
+  });
   // Every H with every main mode, input dtype, and aligned vs strided/misaligned rows.
   for (int64_t h : kHs)
     for (int mode : {FUSEDNORM_SCALE_STATIC, FUSEDNORM_SCALE_DYNAMIC_ROW, FUSEDNORM_SCALE_DYNAMIC_GROUP})
