@@ -27,9 +27,15 @@ constexpr gpuError_t gpuSuccess = hipSuccess;
 #define gpuMemcpy hipMemcpy
 #define gpuMemcpyDeviceToHost hipMemcpyDeviceToHost
 #define gpuDeviceSynchronize hipDeviceSynchronize
+#define gpuOccupancyMaxActiveBlocksPerMultiprocessor hipOccupancyMaxActiveBlocksPerMultiprocessor
+#define gpuFuncSetAttribute(f, a, v) hipFuncSetAttribute(reinterpret_cast<const void*>(f), a, v)
+#define gpuFuncAttributeMaxDynamicSharedMemorySize hipFuncAttributeMaxDynamicSharedMemorySize
 #define FN_SHFL_XOR(v, m, w) __shfl_xor((v), (m), (w))
 #define FN_SHFL(v, l, w) __shfl((v), (l), (w))
 constexpr int kGpuWarp = 64;  // CDNA wavefront
+#define FN_GRID_CONSTANT  // kernel arguments are addressable memory already
+#define FN_STORE_GLOBAL(p, v) (*(p) = (v))
+#define FN_LOAD_RO(p) (*(p))
 // HIP's __fsqrt_rn is not correctly rounded (HIP 5.2 and clang's own HIP headers through 19 map it
 // to __ocml_native_sqrt_f32, i.e. v_sqrt_f32, 1 ulp); numerics.md wants every operation correctly
 // rounded. math::sqrt_rn calls __fsqrt_rn unqualified from namespace fusednorm::math, so this
@@ -65,7 +71,18 @@ constexpr gpuError_t gpuSuccess = cudaSuccess;
 #define gpuMemcpy cudaMemcpy
 #define gpuMemcpyDeviceToHost cudaMemcpyDeviceToHost
 #define gpuDeviceSynchronize cudaDeviceSynchronize
+#define gpuOccupancyMaxActiveBlocksPerMultiprocessor cudaOccupancyMaxActiveBlocksPerMultiprocessor
+#define gpuFuncSetAttribute(f, a, v) cudaFuncSetAttribute(f, a, v)
+#define gpuFuncAttributeMaxDynamicSharedMemorySize cudaFuncAttributeMaxDynamicSharedMemorySize
 #define FN_SHFL_XOR(v, m, w) __shfl_xor_sync(0xFFFFFFFFu, (v), (m), (w))
 #define FN_SHFL(v, l, w) __shfl_sync(0xFFFFFFFFu, (v), (l), (w))
 constexpr int kGpuWarp = 32;
+// Lets device code take the address of a kernel argument without copying it to local memory.
+#define FN_GRID_CONSTANT __grid_constant__
+// A store known to go to global memory (a plain store through a pointer from a kernel argument
+// is a generic one).
+#define FN_STORE_GLOBAL(p, v) __stwb((p), (v))
+// A load through the read-only (non-coherent) path: data the kernel does not write before
+// reading it.
+#define FN_LOAD_RO(p) __ldg(p)
 #endif

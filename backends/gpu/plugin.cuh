@@ -7,6 +7,8 @@
 #include <stdio.h>
 
 #include <algorithm>
+#include <mutex>
+#include <vector>
 
 #include "backends/gpu/gpu_runtime.h"
 #include "backends/gpu/rmsnorm_quant.cuh"
@@ -16,18 +18,14 @@ namespace fusednorm {
 namespace gpu {
 
 #if defined(FN_GPU_SPLIT_TUS)  // the kernels are instantiated in their own translation units
-extern template void launch_rmsnorm_quant<DType::kF32>(const RmsnormQuantCall&, const RowShape&, int64_t, int64_t,
-                                                       const int32_t*, gpuStream_t);
-extern template void launch_rmsnorm_quant<DType::kF16>(const RmsnormQuantCall&, const RowShape&, int64_t, int64_t,
-                                                       const int32_t*, gpuStream_t);
-extern template void launch_rmsnorm_quant<DType::kBF16>(const RmsnormQuantCall&, const RowShape&, int64_t, int64_t,
-                                                        const int32_t*, gpuStream_t);
+extern template KernelFn rmsnorm_quant_kernel_for<DType::kF32>(DType, const RowShape&, bool);
+extern template KernelFn rmsnorm_quant_kernel_for<DType::kF16>(DType, const RowShape&, bool);
+extern template KernelFn rmsnorm_quant_kernel_for<DType::kBF16>(DType, const RowShape&, bool);
 #endif
 
 namespace {
 
 constexpr int64_t kMaxRowElements = int64_t(kMaxSteps) * math::kMaxPartials;  // 32768
-constexpr int64_t kMaxBlocksPerLaunch = int64_t(1) << 30;
 
 fusednorm_status say(fusednorm_status st, char* msg, size_t n, const char* fmt, ...) {
   va_list args;
@@ -44,6 +42,13 @@ fusednorm_status vendor_error(gpuError_t e, const char* what, char* msg, size_t 
 
 int32_t g_device_count = 0;
 
+// What the launches need to know of each device, read once at init.
+struct DeviceFacts {
+  int multiprocessors = 0;
+  size_t max_smem_per_block = 0;  // with the opt-in attribute
+};
+std::vector<DeviceFacts> g_devices;
+
 fusednorm_status plugin_init(char* msg, size_t n) {
   int count = 0;
   const gpuError_t e = gpuGetDeviceCount(&count);
@@ -51,12 +56,24 @@ fusednorm_status plugin_init(char* msg, size_t n) {
     return say(FUSEDNORM_BACKEND_UNAVAILABLE, msg, n, FN_GPU_VENDOR " runtime: error %d (%s): %s", int(e),
                gpuGetErrorName(e), gpuGetErrorString(e));
   if (count == 0) return say(FUSEDNORM_BACKEND_UNAVAILABLE, msg, n, FN_GPU_VENDOR " runtime: no device");
+  std::vector<DeviceFacts> facts(count);
   for (int d = 0; d < count; ++d) {
     gpuDeviceProp prop;
-    if (gpuGetDeviceProperties(&prop, d) == gpuSuccess && prop.warpSize != kGpuWarp)
+    const gpuError_t pe = gpuGetDeviceProperties(&prop, d);
+    if (pe != gpuSuccess)
+      return say(FUSEDNORM_BACKEND_UNAVAILABLE, msg, n, FN_GPU_VENDOR " device %d: error %d (%s): %s", d, int(pe),
+                 gpuGetErrorName(pe), gpuGetErrorString(pe));
+    if (prop.warpSize != kGpuWarp)
       return say(FUSEDNORM_BACKEND_UNAVAILABLE, msg, n, "device %d (%s) has warp size %d; this plugin is built for %d", d,
                  prop.name, prop.warpSize, kGpuWarp);
+    facts[d].multiprocessors = prop.multiProcessorCount;
+#if defined(__HIPCC__)
+    facts[d].max_smem_per_block = size_t(prop.sharedMemPerBlock);
+#else
+    facts[d].max_smem_per_block = std::max(size_t(prop.sharedMemPerBlockOptin), size_t(prop.sharedMemPerBlock));
+#endif
   }
+  g_devices = facts;
   g_device_count = count;
   return FUSEDNORM_SUCCESS;
 }
@@ -95,12 +112,43 @@ struct DeviceGuard {
   }
 };
 
-// The widest access every row of a view allows: vectors of vec_bytes (when H is a multiple of
-// 8 elements), whole elements, or bytes.
-int32_t access_for(const LeadShape& lead, const RowView& v, int64_t h, int elem_bytes, int vec_bytes) {
+// The widest access every row of a view allows: vectors of vec_bytes, whole elements, or bytes.
+// (A row's vectors start at multiples of the vector length; a partial last vector goes element
+// by element.)
+int32_t access_for(const LeadShape& lead, const RowView& v, int elem_bytes, int vec_bytes) {
   if (v.data == nullptr) return kVectors;
-  if (h % 8 == 0 && rows_aligned(lead, v, vec_bytes)) return kVectors;
+  if (rows_aligned(lead, v, std::min(vec_bytes, 16))) return kVectors;
   return rows_aligned(lead, v, elem_bytes) ? kElements : kBytesOnly;
+}
+
+// Resident blocks per multiprocessor of a kernel at a block shape, asked once per shape (the
+// query is host work, not a stream operation, so graph capture is unaffected).
+struct Residency {
+  KernelFn fn;
+  int device;
+  unsigned threads;
+  size_t smem;
+  int blocks_per_sm;
+};
+
+gpuError_t blocks_per_sm(KernelFn fn, int device, unsigned threads, size_t smem, int* out) {
+  static std::mutex mu;
+  static std::vector<Residency> known;
+  std::lock_guard<std::mutex> lock(mu);
+  for (const Residency& r : known)
+    if (r.fn == fn && r.device == device && r.threads == threads && r.smem == smem) {
+      *out = r.blocks_per_sm;
+      return gpuSuccess;
+    }
+  gpuError_t e = gpuSuccess;
+  if (smem > 48 * 1024) e = gpuFuncSetAttribute(fn, gpuFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  int n = 0;
+  if (e == gpuSuccess) e = gpuOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, int(threads), smem);
+  if (e != gpuSuccess) return e;
+  n = std::max(n, 1);
+  known.push_back(Residency{fn, device, threads, smem, n});
+  *out = n;
+  return gpuSuccess;
 }
 
 fusednorm_status plugin_rmsnorm_quant(const RmsnormQuantCall* call, int32_t device, void* stream, char* msg,
@@ -117,23 +165,45 @@ fusednorm_status plugin_rmsnorm_quant(const RmsnormQuantCall* call, int32_t devi
   const LeadShape one_row;  // the weight is a single row
   RowView wv;
   wv.data = const_cast<char*>(c.weight);
-  const int32_t access[3] = {
-      std::min(access_for(c.lead, c.in, c.h, in_bytes, 16), access_for(c.lead, c.res, c.h, in_bytes, 16)),
-      access_for(c.lead, c.out, c.h, 1, 8),
-      access_for(one_row, wv, c.h, w_bytes, 16)};
-  const int64_t blocks = (c.lead.rows + shape.rows_per_block - 1) / shape.rows_per_block;
-  const gpuStream_t s = static_cast<gpuStream_t>(stream);
-  for (int64_t b0 = 0; b0 < blocks; b0 += kMaxBlocksPerLaunch) {
-    const int64_t nb = blocks - b0 < kMaxBlocksPerLaunch ? blocks - b0 : kMaxBlocksPerLaunch;
-    const int64_t first = b0 * shape.rows_per_block;
-    switch (c.in_type) {
-      case DType::kF32: launch_rmsnorm_quant<DType::kF32>(c, shape, first, nb, access, s); break;
-      case DType::kF16: launch_rmsnorm_quant<DType::kF16>(c, shape, first, nb, access, s); break;
-      default: launch_rmsnorm_quant<DType::kBF16>(c, shape, first, nb, access, s); break;
-    }
-    const gpuError_t e = gpuGetLastError();
-    if (e != gpuSuccess) return vendor_error(e, "launching rmsnorm_quant", msg, n);
+  Accesses acc;
+  acc.in = std::min(access_for(c.lead, c.in, in_bytes, shape.vec * in_bytes),
+                    access_for(c.lead, c.res, in_bytes, shape.vec * in_bytes));
+  acc.out = access_for(c.lead, c.out, 1, shape.vec);
+  acc.w = access_for(one_row, wv, w_bytes, shape.vec * w_bytes);
+
+  // The fast kernel: vector access everywhere, whole steps, one leading dimension (the same
+  // arithmetic as the general one; only its element paths are gone).
+  const bool fast = acc.in == kVectors && acc.out == kVectors && acc.w == kVectors && c.h % shape.partials == 0 &&
+                    c.lead.ndim <= 1;
+  KernelFn fn = nullptr;
+  switch (c.in_type) {
+    case DType::kF32: fn = rmsnorm_quant_kernel_for<DType::kF32>(c.out_type, shape, fast); break;
+    case DType::kF16: fn = rmsnorm_quant_kernel_for<DType::kF16>(c.out_type, shape, fast); break;
+    default: fn = rmsnorm_quant_kernel_for<DType::kBF16>(c.out_type, shape, fast); break;
   }
+  if (fn == nullptr) return say(FUSEDNORM_INTERNAL_ERROR, msg, n, "no GPU kernel for this output type");
+  const DeviceFacts& dev = g_devices[device];
+  const unsigned threads = unsigned(shape.rows_per_block * shape.threads_per_row);
+  // g = w + offset in shared memory (each thread's slice): always on CUDA (sm_80 and later have
+  // room for the largest, 128 KiB), where the device has room for it on HIP.
+  const size_t gamma_bytes = size_t(threads) * kElemsPerThread * sizeof(float);
+#if defined(__HIPCC__)
+  const int32_t gamma_smem = c.norm == FUSEDNORM_NORM_RMS && gamma_bytes <= dev.max_smem_per_block ? 1 : 0;
+#else
+  if (c.norm == FUSEDNORM_NORM_RMS && gamma_bytes > dev.max_smem_per_block)
+    return say(FUSEDNORM_UNSUPPORTED, msg, n, "input H = %lld needs %zu bytes of shared memory a block; device %d has %zu",
+               (long long)c.h, gamma_bytes, device, dev.max_smem_per_block);
+  const int32_t gamma_smem = c.norm == FUSEDNORM_NORM_RMS ? 1 : 0;
+#endif
+  const size_t smem = gamma_smem ? gamma_bytes : 0;
+  int per_sm = 1;
+  gpuError_t e = blocks_per_sm(fn, device, threads, smem, &per_sm);
+  if (e != gpuSuccess) return vendor_error(e, "sizing the rmsnorm_quant grid", msg, n);
+  const int64_t groups = (c.lead.rows + shape.rows_per_block - 1) / shape.rows_per_block;
+  const int64_t blocks = std::min<int64_t>(groups, int64_t(per_sm) * dev.multiprocessors);
+  fn<<<dim3(unsigned(blocks)), dim3(threads), smem, static_cast<gpuStream_t>(stream)>>>(c, shape, acc, gamma_smem);
+  e = gpuGetLastError();
+  if (e != gpuSuccess) return vendor_error(e, "launching rmsnorm_quant", msg, n);
   return FUSEDNORM_SUCCESS;
 }
 

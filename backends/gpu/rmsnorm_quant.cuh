@@ -1,9 +1,12 @@
 // Compiled twice: as CUDA (backends/cuda) and as HIP (backends/hip).
-// rmsnorm_quant on the GPU: one row per group of T = P/8 threads, the row kept in registers,
-// read once. Thread t owns elements [k*P + 8t, k*P + 8t + 8) for steps k = 0..S-1, i.e. exactly
-// the 8 partial sums 8t..8t+7 of the canonical reduction (docs/numerics.md §2), which it
-// accumulates in step order; the pairwise tree continues across threads with shfl_xor and
-// across warps through shared memory. The shape (T, rows per block, steps) depends on H only.
+// rmsnorm_quant on the GPU (docs/architecture.md, "GPU kernel"). One row per group of T threads,
+// the row read once and kept in registers. Thread t owns the kVec partial sums kVec*t .. kVec*t +
+// kVec - 1 of the canonical reduction (docs/numerics.md §2), i.e. elements s*P + kVec*t + j for
+// steps s < S, which it accumulates in step order; the pairwise tree continues across threads
+// with shfl_xor and across warps through shared memory. kVec * kSteps = 32 elements a thread.
+// The grid is persistent: each block walks over groups of R rows and loads the next group's rows
+// (16-bit inputs) while it works on the current one. Block shape and kernel depend on H only;
+// the grid size depends on the row count but no row's arithmetic does (batch invariance).
 #pragma once
 
 #include <stdint.h>
@@ -15,13 +18,14 @@
 namespace fusednorm {
 namespace gpu {
 
-constexpr int kElemsPerThread = 8;   // one 16-byte load of bf16/f16
-constexpr int kMaxBlockThreads = 512;
-constexpr int kMaxSteps = 8;         // register budget: 64 f32 per thread
-
+constexpr int kElemsPerThread = 32;  // kVec * kSteps: the row share a thread keeps in registers
+constexpr int kMaxBlockThreads = 1024;
+constexpr int kMaxSteps = 8;
+constexpr int kRowThreads = 256;  // threads of a block when rows are short (R rows of T threads)
 
 struct RowShape {
-  int32_t threads_per_row;  // T = P / 8
+  int32_t vec;              // elements per access (8 when S <= 4, else 4)
+  int32_t threads_per_row;  // T = P / vec
   int32_t rows_per_block;   // R
   int32_t steps;            // S = ceil(H / P)
   int32_t partials;         // P
@@ -31,41 +35,29 @@ struct RowShape {
 inline RowShape row_shape(int64_t h) {
   RowShape s;
   s.partials = int32_t(math::reduction_partials(h));
-  s.threads_per_row = s.partials / kElemsPerThread;
-  s.rows_per_block = s.threads_per_row >= 256 ? 1 : 256 / s.threads_per_row;
   s.steps = int32_t((h + s.partials - 1) / s.partials);
+  s.vec = s.steps <= kElemsPerThread / 8 ? 8 : 4;
+  s.threads_per_row = s.partials / s.vec;
+  s.rows_per_block = s.threads_per_row >= kRowThreads ? 1 : kRowThreads / s.threads_per_row;
   return s;
 }
 
-// ---------------------------------------------------------------- element access
-
-template <DType kIn>
-struct InTraits;
-template <>
-struct InTraits<DType::kF32> {
-  static constexpr int kBytes = 4;
-  static __device__ __forceinline__ float decode(uint32_t u) { return math::float_of(u); }
-  static __device__ __forceinline__ uint32_t encode(float v) { return math::encode_f32<false>(v); }
-};
-template <>
-struct InTraits<DType::kF16> {
-  static constexpr int kBytes = 2;
-  static __device__ __forceinline__ float decode(uint32_t u) { return math::decode_f16(u); }
-  static __device__ __forceinline__ uint32_t encode(float v) { return math::encode_f16<false>(v); }
-};
-template <>
-struct InTraits<DType::kBF16> {
-  static constexpr int kBytes = 2;
-  static __device__ __forceinline__ float decode(uint32_t u) { return math::decode_bf16(u); }
-  static __device__ __forceinline__ uint32_t encode(float v) { return math::encode_bf16<false>(v); }
-};
-
-// How a row's elements may be accessed: 16-byte (8-byte for codes) vectors, whole elements, or
-// bytes (a pointer not aligned to its element size is legal in the API).
+// How a row's elements may be accessed: vectors of kVec elements, whole elements, or bytes (a
+// pointer not aligned to its element size is legal in the API).
 enum Access : int32_t { kBytesOnly = 0, kElements = 1, kVectors = 2 };
 
+struct Accesses {
+  int32_t in;   // input and residual
+  int32_t out;  // codes
+  int32_t w;    // weight
+};
+
+// ---------------------------------------------------------------- element access
+// A vector of kVec elements travels as 32-bit words: one per f32, two 16-bit codes per word
+// (element 2i in the low half), four 8-bit codes per word.
+
 template <int kBytes>
-__device__ __forceinline__ uint32_t load_elem(const char* row, int64_t i, int32_t access) {
+__device__ __forceinline__ uint32_t load_elem(const char* row, int32_t i, int32_t access) {
   if (access != kBytesOnly) {
     if (kBytes == 2) return reinterpret_cast<const uint16_t*>(row)[i];
     if (kBytes == 4) return reinterpret_cast<const uint32_t*>(row)[i];
@@ -79,7 +71,7 @@ __device__ __forceinline__ uint32_t load_elem(const char* row, int64_t i, int32_
 }
 
 template <int kBytes>
-__device__ __forceinline__ void store_elem(char* row, int64_t i, uint32_t v, int32_t access) {
+__device__ __forceinline__ void store_elem(char* row, int32_t i, uint32_t v, int32_t access) {
   if (access != kBytesOnly) {
     if (kBytes == 2) reinterpret_cast<uint16_t*>(row)[i] = uint16_t(v);
     else if (kBytes == 4) reinterpret_cast<uint32_t*>(row)[i] = v;
@@ -91,57 +83,121 @@ __device__ __forceinline__ void store_elem(char* row, int64_t i, uint32_t v, int
   for (int b = 0; b < kBytes; ++b) p[b] = uint8_t(v >> (8 * b));
 }
 
-// Raw codes of 8 consecutive elements starting at element e; elements at or past h read as 0.
+// Words of kN elements of kBytes each: 4, 8, 16 or 32 bytes.
+template <int kBytes, int kN>
+struct Vec {
+  static constexpr int kWords = (kBytes * kN + 3) / 4;
+  static constexpr int kPerWord = 4 / kBytes < 1 ? 1 : 4 / kBytes;
+};
+
+// Word i of a vector at element e, element by element (a partial vector, or a row not aligned
+// for vectors): out of line, so the vector path's register allocation does not carry it.
 template <int kBytes>
-__device__ __forceinline__ void load8(const char* row, int64_t e, int64_t h, int32_t access, uint32_t u[8]) {
-  if (access == kVectors && e + 8 <= h) {
-    if (kBytes == 2) {
-      const uint4 q = *reinterpret_cast<const uint4*>(row + e * 2);
-      const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+__device__ __noinline__ uint32_t load_word_slow(const char* row, int32_t e, int32_t h, int32_t access) {
+  constexpr int kPer = 4 / kBytes;
+  uint32_t w = 0;
+  for (int j = 0; j < kPer; ++j)
+    if (e + j < h) w |= load_elem<kBytes>(row, e + j, access) << (8 * kBytes * j);
+  return w;
+}
+template <int kBytes>
+__device__ __noinline__ void store_word_slow(char* row, int32_t e, int32_t h, int32_t access, uint32_t w) {
+  constexpr int kPer = 4 / kBytes;
+  constexpr uint32_t kMask = kBytes == 4 ? 0xFFFFFFFFu : (1u << (8 * kBytes)) - 1;
+  for (int j = 0; j < kPer; ++j)
+    if (e + j < h) store_elem<kBytes>(row, e + j, (w >> (8 * kBytes * j)) & kMask, access);
+}
+
+// Loads elements e .. e+kN-1 of a row; elements at or past h read as 0.
+// kFast: the caller guarantees a full, aligned vector.
+template <int kBytes, int kN, bool kFast = false>
+__device__ __forceinline__ void load_vec(const char* row, int32_t e, int32_t h, int32_t access,
+                                         uint32_t w[Vec<kBytes, kN>::kWords]) {
+  constexpr int kWords = Vec<kBytes, kN>::kWords;
+  const char* p = row + e * kBytes;
+  if (kFast || (access == kVectors && e + kN <= h)) {
+    // Read-only path: every element is read once (an in-place residual by the thread that
+    // writes it back, after the read).
+    if (kWords == 1) {
+      w[0] = FN_LOAD_RO(reinterpret_cast<const uint32_t*>(p));
+    } else if (kWords == 2) {
+      const uint2 q = FN_LOAD_RO(reinterpret_cast<const uint2*>(p));
+      w[0] = q.x; w[1] = q.y;
+    } else {
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        u[2 * j] = w[j] & 0xFFFFu;
-        u[2 * j + 1] = w[j] >> 16;
+      for (int i = 0; i < kWords / 4; ++i) {
+        const uint4 q = FN_LOAD_RO(reinterpret_cast<const uint4*>(p) + i);
+        w[4 * i] = q.x; w[4 * i + 1] = q.y; w[4 * i + 2] = q.z; w[4 * i + 3] = q.w;
       }
-    } else {
-      const uint4 a = *reinterpret_cast<const uint4*>(row + e * 4);
-      const uint4 b = *reinterpret_cast<const uint4*>(row + e * 4 + 16);
-      u[0] = a.x; u[1] = a.y; u[2] = a.z; u[3] = a.w;
-      u[4] = b.x; u[5] = b.y; u[6] = b.z; u[7] = b.w;
     }
     return;
   }
+  constexpr int kPer = Vec<kBytes, kN>::kPerWord;
 #pragma unroll
-  for (int j = 0; j < 8; ++j) u[j] = e + j < h ? load_elem<kBytes>(row, e + j, access) : 0u;
+  for (int i = 0; i < kWords; ++i) w[i] = load_word_slow<kBytes>(row, e + i * kPer, h, access);
 }
 
-template <int kBytes>
-__device__ __forceinline__ void store8(char* row, int64_t e, int64_t h, int32_t access, const uint32_t u[8]) {
-  if (access == kVectors && e + 8 <= h) {
-    if (kBytes == 2) {
-      uint4 q;
-      q.x = u[0] | (u[1] << 16); q.y = u[2] | (u[3] << 16);
-      q.z = u[4] | (u[5] << 16); q.w = u[6] | (u[7] << 16);
-      *reinterpret_cast<uint4*>(row + e * 2) = q;
-    } else if (kBytes == 4) {
-      *reinterpret_cast<uint4*>(row + e * 4) = make_uint4(u[0], u[1], u[2], u[3]);
-      *reinterpret_cast<uint4*>(row + e * 4 + 16) = make_uint4(u[4], u[5], u[6], u[7]);
+template <int kBytes, int kN, bool kFast = false>
+__device__ __forceinline__ void store_vec(char* row, int32_t e, int32_t h, int32_t access,
+                                          const uint32_t w[Vec<kBytes, kN>::kWords]) {
+  constexpr int kWords = Vec<kBytes, kN>::kWords;
+  char* p = row + e * kBytes;
+  if (kFast || (access == kVectors && e + kN <= h)) {
+    if (kWords == 1) {
+      FN_STORE_GLOBAL(reinterpret_cast<uint32_t*>(p), w[0]);
+    } else if (kWords == 2) {
+      FN_STORE_GLOBAL(reinterpret_cast<uint2*>(p), make_uint2(w[0], w[1]));
     } else {
-      uint2 q;
-      q.x = u[0] | (u[1] << 8) | (u[2] << 16) | (u[3] << 24);
-      q.y = u[4] | (u[5] << 8) | (u[6] << 16) | (u[7] << 24);
-      *reinterpret_cast<uint2*>(row + e) = q;
+#pragma unroll
+      for (int i = 0; i < kWords / 4; ++i)
+        FN_STORE_GLOBAL(reinterpret_cast<uint4*>(p) + i, make_uint4(w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]));
     }
     return;
   }
+  constexpr int kPer = Vec<kBytes, kN>::kPerWord;
 #pragma unroll
-  for (int j = 0; j < 8; ++j)
-    if (e + j < h) store_elem<kBytes>(row, e + j, u[j], access);
+  for (int i = 0; i < kWords; ++i) store_word_slow<kBytes>(row, e + i * kPer, h, access, w[i]);
 }
 
+// Input dtypes: element j of a vector's words as f32, and f32 back to the dtype's bits
+// (round to nearest even; operations write the positive NaN).
+template <DType kIn>
+struct InTraits;
+template <>
+struct InTraits<DType::kF32> {
+  static constexpr int kBytes = 4;
+  static __device__ __forceinline__ float get(const uint32_t* w, int j) { return math::float_of(w[j]); }
+  static __device__ __forceinline__ uint32_t encode(float v) { return math::encode_f32<false>(v); }
+};
+template <>
+struct InTraits<DType::kBF16> {
+  static constexpr int kBytes = 2;
+  static __device__ __forceinline__ float get(const uint32_t* w, int j) {
+    return math::float_of(j % 2 == 0 ? w[j / 2] << 16 : w[j / 2] & 0xFFFF0000u);
+  }
+  static __device__ __forceinline__ uint32_t encode(float v) { return math::encode_bf16<false>(v); }
+};
+template <>
+struct InTraits<DType::kF16> {
+  static constexpr int kBytes = 2;
+  static __device__ __forceinline__ float get(const uint32_t* w, int j) {
+    const uint32_t hbits = j % 2 == 0 ? w[j / 2] & 0xFFFFu : w[j / 2] >> 16;
+#if defined(__CUDA_ARCH__) && !defined(__HIPCC__)
+    // The hardware conversion is exact for every finite f16 and keeps Inf; a NaN stays a NaN
+    // (its payload never reaches an output: operations write the positive NaN).
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(uint16_t(hbits)));
+    return f;
+#else
+    return math::decode_f16(hbits);
+#endif
+  }
+  static __device__ __forceinline__ uint32_t encode(float v) { return math::encode_f16<false>(v); }
+};
+
+// ---------------------------------------------------------------- output encoders
 // The output format as a type: the kernel is instantiated per format, so each element's encode
-// is straight-line code (a run-time switch per element bloats the kernel past the i-cache).
-// Software encoders: the shared math.
+// is straight-line code. Software encoders: the shared math, one element at a time.
 template <DType kOut>
 struct SoftFormat;
 #define FN_MINIFLOAT(name, ...)                                                               \
@@ -155,34 +211,36 @@ template <>
 struct SoftFormat<DType::kI8> {
   static __device__ __forceinline__ uint32_t encode(float v) { return math::encode_int8(v); }
 };
+
+// Four codes, element i in byte i.
 template <DType kOut>
-struct OutFormat : SoftFormat<kOut> {};
+__device__ __forceinline__ uint32_t soft_encode4(const float v[4]) {
+  return SoftFormat<kOut>::encode(v[0]) | (SoftFormat<kOut>::encode(v[1]) << 8) |
+         (SoftFormat<kOut>::encode(v[2]) << 16) | (SoftFormat<kOut>::encode(v[3]) << 24);
+}
 
 // Hardware FP8 conversion (sm_89+): cvt.rn.satfinite rounds to nearest even and saturates
-// finite values and infinities exactly like enc_T; the NaN it writes is normalized to the
-// operations' positive NaN. verify_encoders (plugin.cuh) proves these equal to the shared math
-// over all 2^32 inputs on the device at hand; tests/gpu runs it.
+// finite values and infinities exactly like the shared encoders, and writes 0x7F for every NaN,
+// the operations' positive NaN; two values per instruction. verify_encoders (plugin.cuh) proves
+// encode4 equal to the shared math over all 2^32 inputs on the device at hand (tests/gpu runs it).
 template <DType kOut>
-__device__ __forceinline__ uint32_t hw_fp8(float v) {
+__device__ __forceinline__ uint32_t encode4(const float v[4]) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890 && !defined(__HIPCC__)
-  uint16_t pair;
-  if (kOut == DType::k_f8e4m3fn)
-    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %1;" : "=h"(pair) : "f"(v));
-  else
-    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %1;" : "=h"(pair) : "f"(v));
-  return v != v ? 0x7Fu : (pair & 0xFFu);
-#else
-  return SoftFormat<kOut>::encode(v);
+  if (kOut == DType::k_f8e4m3fn || kOut == DType::k_f8e5m2) {
+    uint16_t lo, hi;  // cvt puts its first source in the upper byte
+    if (kOut == DType::k_f8e4m3fn) {
+      asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(lo) : "f"(v[1]), "f"(v[0]));
+      asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(hi) : "f"(v[3]), "f"(v[2]));
+    } else {
+      asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(lo) : "f"(v[1]), "f"(v[0]));
+      asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(hi) : "f"(v[3]), "f"(v[2]));
+    }
+    return uint32_t(lo) | (uint32_t(hi) << 16);
+  }
 #endif
+  return soft_encode4<kOut>(v);
 }
-template <>
-struct OutFormat<DType::k_f8e4m3fn> {
-  static __device__ __forceinline__ uint32_t encode(float v) { return hw_fp8<DType::k_f8e4m3fn>(v); }
-};
-template <>
-struct OutFormat<DType::k_f8e5m2> {
-  static __device__ __forceinline__ uint32_t encode(float v) { return hw_fp8<DType::k_f8e5m2>(v); }
-};
+
 // Scales go through byte stores: few per row, and a scale tensor may sit at any alignment.
 // `base` is the row's scale pointer (or, packed, its output row + H).
 __device__ __forceinline__ void store_scale(const RmsnormQuantCall& c, char* base, int32_t group, uint32_t stored) {
@@ -197,12 +255,17 @@ __device__ __forceinline__ void store_scale(const RmsnormQuantCall& c, char* bas
 // A row's T threads are T consecutive lanes of the block (T a power of two). Below the warp,
 // shfl_xor pairs lanes t and t^m; above it, warp results meet in shared memory `red` (one slot
 // per warp of the block) and every thread of the row combines its row's slots in the same
-// pairwise order. Every thread of the block must call these (they contain barriers).
+// pairwise order. Every thread of the block must call these (they contain a barrier). A caller
+// alternates between two `red` buffers from row to row, so one barrier per reduction suffices:
+// a buffer is written again only after the next reduction's barrier, which every reader of its
+// previous contents has passed.
 
 template <int kWarp>
 __device__ __forceinline__ float row_sum(float v, int t, int threads_per_row, float* red) {
   const int lanes = threads_per_row < kWarp ? threads_per_row : kWarp;
-  for (int m = 1; m < lanes; m *= 2) v = math::add_rn(v, FN_SHFL_XOR(v, m, kWarp));
+#pragma unroll
+  for (int m = 1; m < kWarp; m *= 2)
+    if (m < lanes) v = math::add_rn(v, FN_SHFL_XOR(v, m, kWarp));
   if (threads_per_row <= kWarp) return v;
   const int warp = threadIdx.x / kWarp;
   if (threadIdx.x % kWarp == 0) red[warp] = v;
@@ -212,18 +275,20 @@ __device__ __forceinline__ float row_sum(float v, int t, int threads_per_row, fl
   const int n = threads_per_row / kWarp;
   const int lane = threadIdx.x % kWarp;
   float p = lane < n ? red[warp - t / kWarp + lane] : 0.0f;
-  for (int m = 1; m < n; m *= 2) p = math::add_rn(p, FN_SHFL_XOR(p, m, kWarp));
-  p = FN_SHFL(p, 0, kWarp);
-  __syncthreads();
-  return p;
+#pragma unroll
+  for (int m = 1; m < kMaxBlockThreads / kWarp; m *= 2)
+    if (m < n) p = math::add_rn(p, FN_SHFL_XOR(p, m, kWarp));
+  return FN_SHFL(p, 0, kWarp);
 }
 
 template <int kWarp>
 __device__ __forceinline__ uint32_t lanes_max(uint32_t v, int lanes) {
-  for (int m = 1; m < lanes; m *= 2) {
-    const uint32_t o = FN_SHFL_XOR(v, m, kWarp);
-    v = o > v ? o : v;
-  }
+#pragma unroll
+  for (int m = 1; m < kWarp; m *= 2)
+    if (m < lanes) {
+      const uint32_t o = FN_SHFL_XOR(v, m, kWarp);
+      v = o > v ? o : v;
+    }
   return v;
 }
 
@@ -236,214 +301,397 @@ __device__ __forceinline__ uint32_t row_max(uint32_t v, int t, int threads_per_r
   __syncthreads();
   const int first = warp - (t / kWarp);
   for (int i = 0; i < threads_per_row / kWarp; ++i) v = red[first + i] > v ? red[first + i] : v;
-  __syncthreads();
   return v;
 }
 
-__device__ __forceinline__ uint32_t abs_bits(float y) { return math::bits_of(y) & math::kF32AbsMask; }
+// A row's address: one multiply for the common single leading dimension; the general index
+// (64-bit divisions) out of line.
+inline __device__ __noinline__ char* row_ptr_general(const LeadShape& lead, const RowView& v, int64_t row) {
+  return row_ptr(lead, v, row);
+}
+template <bool kFast>
+__device__ __forceinline__ char* row_at(const LeadShape& lead, const RowView& v, int64_t row) {
+  return kFast || lead.ndim <= 1 ? v.data + row * v.strides[0] : row_ptr_general(lead, v, row);
+}
+
+// max over values of (bits & 0x7FFFFFFF), the exact amax of numerics.md, with two integer maxima
+// and no masking per value: as signed integers the bits of non-negative floats exceed those of
+// negative ones, and among the negatives larger magnitudes have larger bits, signed or unsigned;
+// as unsigned integers the negatives exceed the rest. So the signed maximum holds the largest
+// non-negative value (or, with none, the largest-magnitude negative) and the unsigned maximum the
+// largest-magnitude negative (or, with none, the largest non-negative): the larger of the two,
+// masked, is the answer.
+struct AbsMax {
+  int32_t smax = INT32_MIN;
+  uint32_t umax = 0;
+  __device__ __forceinline__ void add(float y) {
+    const uint32_t b = math::bits_of(y);
+    smax = int32_t(b) > smax ? int32_t(b) : smax;
+    umax = b > umax ? b : umax;
+  }
+  __device__ __forceinline__ uint32_t bits() const {
+    const uint32_t a = uint32_t(smax) & math::kF32AbsMask, u = umax & math::kF32AbsMask;
+    return a > u ? a : u;
+  }
+};
+
+// Weight element j of a vector as f32.
+__device__ __forceinline__ float weight_elem(DType w_type, const uint32_t* w, int j) {
+  return w_type == DType::kF32    ? InTraits<DType::kF32>::get(w, j)
+         : w_type == DType::kBF16 ? InTraits<DType::kBF16>::get(w, j)
+                                  : InTraits<DType::kF16>::get(w, j);
+}
+
+// g = w + weight_offset for elements e .. e+kN-1 (past H: offset alone; callers zero y there).
+template <int kN, bool kFast>
+__device__ __forceinline__ void load_gamma(const RmsnormQuantCall& c, int32_t e, int32_t h, int32_t access, float g[kN]) {
+  if (c.w_type == DType::kF32) {
+    uint32_t ww[Vec<4, kN>::kWords];
+    load_vec<4, kN, kFast>(c.weight, e, h, access, ww);
+#pragma unroll
+    for (int j = 0; j < kN; ++j) g[j] = math::add_rn(math::float_of(ww[j]), c.weight_offset);
+  } else {
+    uint32_t ww[Vec<2, kN>::kWords];
+    load_vec<2, kN, kFast>(c.weight, e, h, access, ww);
+#pragma unroll
+    for (int j = 0; j < kN; ++j) g[j] = math::add_rn(weight_elem(c.w_type, ww, j), c.weight_offset);
+  }
+}
 
 // ---------------------------------------------------------------- the kernel
 
-template <DType kIn, DType kOut, int kWarp, int kSteps>
-__global__ void __launch_bounds__(kMaxBlockThreads)
-    rmsnorm_quant_kernel(const RmsnormQuantCall c, const RowShape shape, const int64_t first_row,
-                         const int32_t in_access, const int32_t out_access, const int32_t w_access) {
+// Per-block state for the rows a block works on; R rows of T threads.
+template <int kWarp>
+struct RowBlock {
+  float* red_sum;     // [2][warps]
+  uint32_t* red_max;  // [2][warps]
+  int parity;
+};
+
+// Tuning knobs per vector width (tests/scripts/gpu_variants.sh measures them): keep y for the
+// whole row or compute it again where needed; load the next row while working on this one.
+#ifndef FN_GPU_KEEP_Y8
+#define FN_GPU_KEEP_Y8 1
+#endif
+#ifndef FN_GPU_PREFETCH8
+#define FN_GPU_PREFETCH8 0
+#endif
+#ifndef FN_GPU_KEEP_Y4
+#define FN_GPU_KEEP_Y4 1
+#endif
+#ifndef FN_GPU_PREFETCH4
+#define FN_GPU_PREFETCH4 0
+#endif
+
+// Register budget: a block of up to 1024 threads (kVec 4) must fit 64 registers a thread; the
+// kVec 8 kernels (at most 512 threads) may use FN_GPU_MAXNREG8.
+#if defined(__HIPCC__)
+#define FN_KERNEL_BOUNDS(kVec) __launch_bounds__(kMaxBlockThreads)
+#else
+#ifndef FN_GPU_MAXNREG8
+#define FN_GPU_MAXNREG8 80
+#endif
+#define FN_KERNEL_BOUNDS(kVec) __maxnreg__((kVec) == 8 ? FN_GPU_MAXNREG8 : 64)
+#endif
+
+// kFast: every view is vector-aligned, H is a multiple of P (whole steps) and the rows have one
+// leading dimension; the kernel then has no element paths at all.
+template <DType kIn, DType kOut, int kWarp, int kVec, int kSteps, bool kFast>
+__global__ void FN_KERNEL_BOUNDS(kVec)
+    rmsnorm_quant_kernel(FN_GRID_CONSTANT const RmsnormQuantCall c, const RowShape shape, const Accesses acc, const int32_t gamma_smem) {
   using In = InTraits<kIn>;
-  __shared__ float red_sum[kMaxBlockThreads / 32];
-  __shared__ uint32_t red_max[kMaxBlockThreads / 32];
-  const int T = shape.threads_per_row, P = shape.partials, S = shape.steps;
-  const int t = threadIdx.x % T;
-  const int64_t row = first_row + int64_t(blockIdx.x) * shape.rows_per_block + threadIdx.x / T;
-  const bool active = row < c.lead.rows;  // inactive threads still join every barrier
-  const int64_t h = c.h;
+  using InVec = Vec<In::kBytes, kVec>;
+  constexpr int kW = InVec::kWords;
+  // Prefetching the next row costs kSteps * kW registers: worth it for 16-bit inputs (16).
+  constexpr bool kPrefetch = (kVec == 8 ? FN_GPU_PREFETCH8 : FN_GPU_PREFETCH4) && In::kBytes == 2;
+  constexpr bool kKeepY = kVec == 8 ? FN_GPU_KEEP_Y8 : FN_GPU_KEEP_Y4;
+#if defined(__HIPCC__)
+  constexpr bool kGammaSmem = false;  // 64 KiB of LDS: the host decides per shape
+#else
+  constexpr bool kGammaSmem = true;   // >= 163 KiB of shared memory on sm_80 and sm_90
+#endif
+  constexpr int kWarps = kMaxBlockThreads / 32;
+  __shared__ float red_sum[2][kWarps];
+  __shared__ uint32_t red_max[2][kWarps];
+  // g = w + weight_offset, f32, for this thread's kSteps * kVec elements: each thread writes and
+  // reads only its own slice (laid out [step][quad][thread] for conflict-free 16-byte access),
+  // so no barrier guards it.
+  extern __shared__ float4 gamma_tab[];
 
-  // Row pointers once (64-bit offsets); offsets inside a row fit in 32 bits (H <= 32768).
-  const char* in = active ? row_ptr(c.lead, c.in, row) : nullptr;
-  char* res = active && c.res.data ? row_ptr(c.lead, c.res, row) : nullptr;
-  char* out = active ? row_ptr(c.lead, c.out, row) : nullptr;
-  char* scale_base = !active || c.mode == FUSEDNORM_SCALE_STATIC ? nullptr
-                     : c.packed                              ? out + c.h
-                                                             : row_ptr(c.lead, c.scales, row);
+  const int T = shape.threads_per_row, P = shape.partials, S = shape.steps, R = shape.rows_per_block;
+  // T, P and every group size below H are powers of two: shifts and masks, no divisions.
+  const int t = threadIdx.x & (T - 1);
+  const int rib = threadIdx.x >> (__ffs(T) - 1);
+  const int32_t h = int32_t(c.h);  // <= 32768: offsets inside a row are 32-bit
+  const int64_t groups = (c.lead.rows + R - 1) / R;
+  const bool norm = c.norm == FUSEDNORM_NORM_RMS;
 
-  // 1. Load the row (and add the residual, rounding to the input dtype and writing it back).
-  float x[kSteps][8];
-#pragma unroll
-  for (int s = 0; s < kSteps; ++s) {
-    const int64_t e = int64_t(s) * P + 8 * t;
-    uint32_t u[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    if (active && s < S) load8<In::kBytes>(in, e, h, in_access, u);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) x[s][j] = In::decode(u[j]);
-    if (res != nullptr && s < S) {
-      uint32_t r[8];
-      load8<In::kBytes>(res, e, h, in_access, r);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        r[j] = In::encode(math::add_rn(x[s][j], In::decode(r[j])));
-        x[s][j] = e + j < h ? In::decode(r[j]) : 0.0f;
-      }
-      store8<In::kBytes>(res, e, h, in_access, r);
-    }
-  }
+  // Per-step facts of this thread: element offset, whether its vector is full / empty.
+  auto elem0 = [&](int s) { return int32_t(s * P + kVec * t); };
 
-  // 2. Sum of squares in the canonical order, inv_rms.
-  float inv = 1.0f;
-  if (c.norm == FUSEDNORM_NORM_RMS) {
-    float part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-#pragma unroll
-    for (int s = 0; s < kSteps; ++s)
-#pragma unroll
-      for (int j = 0; j < 8; ++j) part[j] = math::add_rn(part[j], math::mul_rn(x[s][j], x[s][j]));
-    const float v = math::add_rn(math::add_rn(math::add_rn(part[0], part[1]), math::add_rn(part[2], part[3])),
-                                 math::add_rn(math::add_rn(part[4], part[5]), math::add_rn(part[6], part[7])));
-    inv = math::inv_rms(row_sum<kWarp>(v, t, T, red_sum), math::length_f32(h), c.eps);
-  }
-
-  // 3. y = (x * inv) * (w + offset); elements past H are 0. Dtype branches are uniform and sit
-  // outside the element loops.
-  if (c.norm == FUSEDNORM_NORM_RMS) {
-    const char* w = c.weight;
-#pragma unroll
-    for (int s = 0; s < kSteps; ++s) {
-      if (s >= S) continue;
-      const int64_t e = int64_t(s) * P + 8 * t;
-      uint32_t wu[8];
-      float g[8];
-      if (c.w_type == DType::kF32) {
-        load8<4>(w, e, h, w_access, wu);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) g[j] = math::float_of(wu[j]);
-      } else if (c.w_type == DType::kBF16) {
-        load8<2>(w, e, h, w_access, wu);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) g[j] = math::decode_bf16(wu[j]);
-      } else {
-        load8<2>(w, e, h, w_access, wu);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) g[j] = math::decode_f16(wu[j]);
-      }
-#pragma unroll
-      for (int j = 0; j < 8; ++j) x[s][j] = math::norm_apply(x[s][j], inv, math::add_rn(g[j], c.weight_offset));
-    }
-  }
-#pragma unroll
-  for (int s = 0; s < kSteps; ++s) {
-    const int64_t e = int64_t(s) * P + 8 * t;
-    if (s < S && e + 8 <= h) continue;  // a full chunk
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-      if (s >= S || e + j >= h) x[s][j] = 0.0f;
-  }
-
-  // 4. Scales: one r per step (a unit is a row, a group within a step, or a group of steps).
-  float rcp[kSteps];
+  // Static scale: one multiplier for the whole call.
+  float static_r = 0.0f;
   if (c.mode == FUSEDNORM_SCALE_STATIC) {
     uint32_t sbits;
     memcpy(&sbits, c.static_scale, 4);  // any alignment
-    const float r = math::div_rn(1.0f, math::float_of(sbits));
-#pragma unroll
-    for (int s = 0; s < kSteps; ++s) rcp[s] = r;
-  } else {
-    const int64_t g = c.group;
-    if (g < h && g <= P) {
-      // Groups inside a step: G/8 adjacent lanes share one.
-      const int lanes = int(g / 8);
-#pragma unroll
-      for (int s = 0; s < kSteps; ++s) {
-        uint32_t m = 0;
-#pragma unroll
-        for (int j = 0; j < 8; ++j) m = abs_bits(x[s][j]) > m ? abs_bits(x[s][j]) : m;
-        m = lanes_max<kWarp>(m, lanes);
-        const math::DynamicScale ds = math::dynamic_scale(m, c.qmax, c.scale_ub, c.min_scale, c.scale_type);
-        const int64_t e = int64_t(s) * P + 8 * t;
-        if (active && s < S && e < h && t % lanes == 0) store_scale(c, scale_base, int32_t(e) / int32_t(g), ds.stored);
-        rcp[s] = ds.r;
-      }
-    } else {
-      // A unit spans whole steps (the row, or a group of G/P steps): reduce over the row.
-      const int per = g >= h ? kSteps : int(g / P);
-#pragma unroll
-      for (int s0 = 0; s0 < kSteps; s0 += 1) {
-        if (s0 % per != 0) continue;
-        uint32_t m = 0;
-#pragma unroll
-        for (int s = 0; s < kSteps; ++s)
-          if (s >= s0 && s < s0 + per)
-#pragma unroll
-            for (int j = 0; j < 8; ++j) m = abs_bits(x[s][j]) > m ? abs_bits(x[s][j]) : m;
-        m = row_max<kWarp>(m, t, T, red_max);
-        const math::DynamicScale ds = math::dynamic_scale(m, c.qmax, c.scale_ub, c.min_scale, c.scale_type);
-        if (active && t == 0 && int64_t(s0) * P < h)
-          store_scale(c, scale_base, g >= h ? 0 : int32_t(s0 * P) / int32_t(g), ds.stored);
-#pragma unroll
-        for (int s = 0; s < kSteps; ++s)
-          if (s >= s0 && s < s0 + per) rcp[s] = ds.r;
-      }
-    }
+    static_r = math::div_rn(1.0f, math::float_of(sbits));
   }
 
-  // 5. Encode and store 8 codes per step (the clamp only where the caller set a qmax).
-  if (!active) return;
-  const bool clamp = c.qclamp < INFINITY;
+  auto load_row = [&](int64_t grp, uint32_t raw[kSteps][kW]) {
+    const int64_t row = grp * R + rib;
+    const bool active = grp < groups && row < c.lead.rows;
+    const char* in = active ? row_at<kFast>(c.lead, c.in, row) : nullptr;
 #pragma unroll
-  for (int s = 0; s < kSteps; ++s) {
-    if (s >= S) continue;
-    const int64_t e = int64_t(s) * P + 8 * t;
-    uint32_t q[8];
-    if (clamp) {
+    for (int s = 0; s < kSteps; ++s) {
 #pragma unroll
-      for (int j = 0; j < 8; ++j)
-        q[j] = OutFormat<kOut>::encode(math::clamp_sym(math::mul_rn(x[s][j], rcp[s]), c.qclamp));
-    } else {
-#pragma unroll
-      for (int j = 0; j < 8; ++j) q[j] = OutFormat<kOut>::encode(math::mul_rn(x[s][j], rcp[s]));
+      for (int i = 0; i < kW; ++i) raw[s][i] = 0;
+      if (active && s < S) load_vec<In::kBytes, kVec, kFast>(in, elem0(s), h, acc.in, raw[s]);
     }
-    store8<1>(out, e, h, out_access, q);
+  };
+
+  uint32_t next[kSteps][kW];
+  if (kPrefetch) load_row(blockIdx.x, next);
+  int parity = 0;
+
+  for (int64_t grp = blockIdx.x; grp < groups; grp += gridDim.x, parity ^= 1) {
+    const int64_t row = grp * R + rib;
+    const bool active = row < c.lead.rows;  // inactive threads still join every barrier
+
+    uint32_t raw[kSteps][kW];
+    if (kPrefetch) {
+#pragma unroll
+      for (int s = 0; s < kSteps; ++s)
+#pragma unroll
+        for (int i = 0; i < kW; ++i) raw[s][i] = next[s][i];
+      load_row(grp + gridDim.x, next);
+    } else {
+      load_row(grp, raw);
+    }
+
+    // The weight table, once per block, after the first row's loads are on their way.
+    if ((kGammaSmem || gamma_smem) && norm && grp == blockIdx.x) {
+#pragma unroll
+      for (int s = 0; s < kSteps; ++s) {
+        float g[kVec];
+        if (s < S) load_gamma<kVec, kFast>(c, elem0(s), h, acc.w, g);
+#pragma unroll
+        for (int q = 0; q < kVec / 4; ++q)
+          gamma_tab[(s * (kVec / 4) + q) * blockDim.x + threadIdx.x] =
+              s < S ? make_float4(g[4 * q], g[4 * q + 1], g[4 * q + 2], g[4 * q + 3]) : make_float4(0, 0, 0, 0);
+      }
+    }
+
+    char* out = active ? row_at<kFast>(c.lead, c.out, row) : nullptr;
+    char* scale_base = !active || c.mode == FUSEDNORM_SCALE_STATIC ? nullptr
+                       : c.packed                              ? out + h
+                                                               : row_at<kFast>(c.lead, c.scales, row);
+
+    // 1. Residual: x + res rounded to the input dtype, written back to res; x is that sum.
+    if (c.res.data != nullptr && active) {
+      char* res = row_at<kFast>(c.lead, c.res, row);
+#pragma unroll
+      for (int s = 0; s < kSteps; ++s) {
+        if (s >= S) continue;
+        const int32_t e = elem0(s);
+        uint32_t rw[kW];
+        load_vec<In::kBytes, kVec, kFast>(res, e, h, acc.in, rw);
+        uint32_t sum[kW];
+#pragma unroll
+        for (int i = 0; i < kW; ++i) sum[i] = 0;
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) {
+          const uint32_t b = kFast || e + j < h ? In::encode(math::add_rn(In::get(raw[s], j), In::get(rw, j))) : 0u;
+          sum[j / InVec::kPerWord] |= b << (8 * In::kBytes * (j % InVec::kPerWord));
+        }
+        store_vec<In::kBytes, kVec, kFast>(res, e, h, acc.in, sum);
+#pragma unroll
+        for (int i = 0; i < kW; ++i) raw[s][i] = sum[i];
+      }
+    }
+
+    // 2. Sum of squares in the canonical order, inv_rms. Elements past H are 0 and add nothing.
+    float inv = 1.0f;
+    if (norm) {
+      float part[kVec];
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) part[j] = 0.0f;
+#pragma unroll
+      for (int s = 0; s < kSteps; ++s)
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) {
+          const float x = In::get(raw[s], j);
+          part[j] = math::add_rn(part[j], math::mul_rn(x, x));
+        }
+#pragma unroll
+      for (int n = kVec; n > 1; n /= 2)
+#pragma unroll
+        for (int j = 0; j < n / 2; ++j) part[j] = math::add_rn(part[2 * j], part[2 * j + 1]);
+      inv = math::inv_rms(row_sum<kWarp>(part[0], t, T, red_sum[parity]), math::length_f32(h), c.eps);
+    }
+
+    // 3. y = (x * inv) * g for a step's vector; elements past H are 0. Kept for the whole row
+    // (kKeepY) or computed again where it is needed (fewer registers, more rows in flight).
+    auto compute_y = [&](int s, float y[kVec]) {
+      const int32_t e = elem0(s);
+      if (norm) {
+        float g[kVec];
+        if (kGammaSmem || gamma_smem) {
+#pragma unroll
+          for (int q = 0; q < kVec / 4; ++q) {
+            const float4 f = gamma_tab[(s * (kVec / 4) + q) * blockDim.x + threadIdx.x];
+            g[4 * q] = f.x; g[4 * q + 1] = f.y; g[4 * q + 2] = f.z; g[4 * q + 3] = f.w;
+          }
+        } else if (s < S) {
+          load_gamma<kVec, kFast>(c, e, h, acc.w, g);
+        } else {
+#pragma unroll
+          for (int j = 0; j < kVec; ++j) g[j] = 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) y[j] = math::norm_apply(In::get(raw[s], j), inv, g[j]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) y[j] = In::get(raw[s], j);
+      }
+      if (s >= S || (!kFast && e + kVec > h)) {
+#pragma unroll
+        for (int j = 0; j < kVec; ++j)
+          if (s >= S || e + j >= h) y[j] = 0.0f;
+      }
+    };
+    float kept[kKeepY ? kSteps : 1][kVec];
+    if (kKeepY) {
+#pragma unroll
+      for (int s = 0; s < kSteps; ++s) compute_y(s, kept[kKeepY ? s : 0]);
+    }
+    auto get_y = [&](int s, float y[kVec]) {
+      if (kKeepY) {
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) y[j] = kept[kKeepY ? s : 0][j];
+      } else {
+        compute_y(s, y);
+      }
+    };
+    // max |y| as bits: see AbsMax.
+    auto unit_max = [&](const float y[kVec], AbsMax m) {
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) m.add(y[j]);
+      return m;
+    };
+    // 5. Encode and store a step's kVec codes (the clamp only where the caller set a qmax).
+    auto encode_store = [&](int s, const float y[kVec], float r) {
+      if (!active || s >= S) return;
+      float q[kVec];
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) q[j] = math::mul_rn(y[j], r);
+      if (c.qclamp < INFINITY) {
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) q[j] = math::clamp_sym(q[j], c.qclamp);
+      }
+      uint32_t codes[kVec / 4];
+#pragma unroll
+      for (int i = 0; i < kVec / 4; ++i) codes[i] = encode4<kOut>(q + 4 * i);
+      store_vec<1, kVec, kFast>(out, elem0(s), h, acc.out, codes);
+    };
+
+    // 4. Scales and codes: a unit is the tensor (static), a group within a step, or whole steps
+    // (the row, or a group of G / P steps).
+    const int32_t g = c.group >= h ? h : int32_t(c.group);
+    if (c.mode == FUSEDNORM_SCALE_STATIC) {
+#pragma unroll
+      for (int s = 0; s < kSteps; ++s) {
+        float y[kVec];
+        get_y(s, y);
+        encode_store(s, y, static_r);
+      }
+    } else if (g < h && g <= P) {
+      // Groups inside a step: G / kVec adjacent lanes share one.
+      const int lanes = g / kVec;
+#pragma unroll
+      for (int s = 0; s < kSteps; ++s) {
+        float y[kVec];
+        get_y(s, y);
+        const uint32_t m = lanes_max<kWarp>(unit_max(y, AbsMax()).bits(), lanes);
+        const math::DynamicScale ds = math::dynamic_scale(m, c.qmax, c.scale_ub, c.min_scale, c.scale_type);
+        const int32_t e = elem0(s);
+        if (active && s < S && e < h && (t & (lanes - 1)) == 0) store_scale(c, scale_base, e >> (__ffs(g) - 1), ds.stored);
+        encode_store(s, y, ds.r);
+      }
+    } else {
+      const int per = g >= h ? kSteps : g >> (__ffs(P) - 1);  // steps a unit (a power of two)
+      uint32_t* red = red_max[parity];
+#pragma unroll
+      for (int s0 = 0; s0 < kSteps; s0 += 1) {
+        if ((s0 & (per - 1)) != 0) continue;
+        AbsMax am;
+#pragma unroll
+        for (int s = 0; s < kSteps; ++s)
+          if (s >= s0 && s < s0 + per) {
+            float y[kVec];
+            get_y(s, y);
+            am = unit_max(y, am);
+          }
+        if (per != kSteps) __syncthreads();  // several units a row: `red` is reused at once
+        const uint32_t m = row_max<kWarp>(am.bits(), t, T, red);
+        const math::DynamicScale ds = math::dynamic_scale(m, c.qmax, c.scale_ub, c.min_scale, c.scale_type);
+        if (active && t == 0 && s0 * P < h)
+          store_scale(c, scale_base, g >= h ? 0 : (s0 * P) >> (__ffs(g) - 1), ds.stored);
+#pragma unroll
+        for (int s = 0; s < kSteps; ++s)
+          if (s >= s0 && s < s0 + per) {
+            float y[kVec];
+            get_y(s, y);
+            encode_store(s, y, ds.r);
+          }
+      }
+    }
   }
 }
 
 // Exhaustive check of the kernels' encoders against the shared math: every f32 bit pattern
-// (base + i for i < n). Counts mismatches and records the smallest mismatching input.
+// (base + i for i < n), four consecutive patterns through one encode4. Counts mismatches and
+// records the smallest mismatching input.
 template <DType kOut>
 __global__ void verify_encoder_kernel(uint64_t base, uint64_t n, unsigned long long* bad, unsigned int* first) {
-  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) {
-    const uint32_t u = uint32_t(base + i);
-    const float v = math::float_of(u);
-    if (OutFormat<kOut>::encode(v) != SoftFormat<kOut>::encode(v)) {
-      atomicAdd(bad, 1ull);
-      atomicMin(first, u);
-    }
+  for (uint64_t i = 4 * (blockIdx.x * uint64_t(blockDim.x) + threadIdx.x); i < n;
+       i += 4 * uint64_t(gridDim.x) * blockDim.x) {
+    float v[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) v[k] = math::float_of(uint32_t(base + i + k));
+    const uint32_t w = encode4<kOut>(v);
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      if (((w >> (8 * k)) & 0xFFu) != SoftFormat<kOut>::encode(v[k])) {
+        atomicAdd(bad, 1ull);
+        atomicMin(first, uint32_t(base + i + k));
+      }
   }
 }
 
-// Launches the kernels of one input dtype (one translation unit each in the CUDA build, so the
-// instantiations compile in parallel; see backends/cuda/).
+using KernelFn = void (*)(const RmsnormQuantCall, const RowShape, const Accesses, const int32_t);
+
+// The kernel for an input dtype, output format and shape (one translation unit per input dtype
+// in the CUDA build, so the instantiations compile in parallel; see backends/cuda/).
 template <DType kIn>
-void launch_rmsnorm_quant(const RmsnormQuantCall& c, const RowShape& shape, int64_t first, int64_t blocks,
-                          const int32_t access[3], gpuStream_t stream) {
-  const dim3 grid{unsigned(blocks)}, block{unsigned(shape.rows_per_block * shape.threads_per_row)};
-  switch (c.out_type) {
-#define FN_LAUNCH(kOut)                                                                                   \
+KernelFn rmsnorm_quant_kernel_for(DType out, const RowShape& shape, bool fast) {
+  switch (out) {
+#define FN_CHOOSE(kOut)                                                                                   \
   case kOut:                                                                                              \
-    if (shape.steps <= 4)                                                                                 \
-      rmsnorm_quant_kernel<kIn, kOut, kGpuWarp, 4><<<grid, block, 0, stream>>>(c, shape, first, access[0], \
-                                                                              access[1], access[2]);     \
-    else                                                                                                  \
-      rmsnorm_quant_kernel<kIn, kOut, kGpuWarp, 8><<<grid, block, 0, stream>>>(c, shape, first, access[0], \
-                                                                              access[1], access[2]);     \
-    break;
-#define FN_MINIFLOAT(name, ...) FN_LAUNCH(DType::k_##name)
+    if (fast)                                                                                             \
+      return shape.vec == 8 ? &rmsnorm_quant_kernel<kIn, kOut, kGpuWarp, 8, kElemsPerThread / 8, true>   \
+                            : &rmsnorm_quant_kernel<kIn, kOut, kGpuWarp, 4, kElemsPerThread / 4, true>;  \
+    return shape.vec == 8 ? &rmsnorm_quant_kernel<kIn, kOut, kGpuWarp, 8, kElemsPerThread / 8, false>    \
+                          : &rmsnorm_quant_kernel<kIn, kOut, kGpuWarp, 4, kElemsPerThread / 4, false>;
+#define FN_MINIFLOAT(name, ...) FN_CHOOSE(DType::k_##name)
 #include "math/formats.inc"
 #undef FN_MINIFLOAT
-    FN_LAUNCH(DType::kI8)
-#undef FN_LAUNCH
-    default: break;
+    FN_CHOOSE(DType::kI8)
+#undef FN_CHOOSE
+    default: return nullptr;
   }
 }
 
-#define FN_INSTANTIATE_RMSNORM_QUANT(kIn)                                                              \
-  template void launch_rmsnorm_quant<kIn>(const RmsnormQuantCall&, const RowShape&, int64_t, int64_t, \
-                                          const int32_t*, gpuStream_t);
+#define FN_INSTANTIATE_RMSNORM_QUANT(kIn) template KernelFn rmsnorm_quant_kernel_for<kIn>(DType, const RowShape&, bool);
 
 }  // namespace gpu
 }  // namespace fusednorm

@@ -1,0 +1,230 @@
+// Tuning harness for the GPU rmsnorm_quant kernel (not part of the library or the test suite):
+// compiles the kernel of backends/gpu/ for bf16 -> f8e4m3fn with the build-time knobs given as
+// -D flags (FN_GPU_KEEP_Y8/4, FN_GPU_PREFETCH8/4, FN_GPU_MAXNREG8), times a few shapes and modes with
+// CUDA events over input sets larger than L2, and prints a hash of every output so that variants
+// can be checked for identical bytes. Run by tests/scripts/gpu_variants.sh on the device.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <vector>
+
+#include "backends/gpu/rmsnorm_quant.cuh"
+
+using namespace fusednorm;
+using namespace fusednorm::gpu;
+
+#define CK(x)                                                                      \
+  do {                                                                             \
+    cudaError_t e_ = (x);                                                          \
+    if (e_ != cudaSuccess) {                                                       \
+      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      exit(1);                                                                     \
+    }                                                                              \
+  } while (0)
+
+__global__ void fill_bf16(uint16_t* p, size_t n, uint32_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    uint32_t x = uint32_t(i) * 2654435761u ^ seed;
+    x ^= x >> 13; x *= 0x5bd1e995u; x ^= x >> 15;
+    const float f = (float(x & 0xFFFF) / 65536.0f - 0.5f) * 4.0f;
+    p[i] = uint16_t(__float_as_uint(f) >> 16);
+  }
+}
+
+__global__ void nan_probe(unsigned* seen) {
+  // Every f32 NaN bit pattern through the paired conversions; record the codes produced.
+  for (uint32_t m = blockIdx.x * blockDim.x + threadIdx.x + 1; m < (1u << 23); m += gridDim.x * blockDim.x)
+    for (uint32_t sgn = 0; sgn < 2; ++sgn) {
+      const float v = __uint_as_float((sgn << 31) | 0x7F800000u | m);
+      uint16_t a, b;
+      asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(a) : "f"(v), "f"(v));
+      asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(b) : "f"(v), "f"(v));
+      atomicOr(&seen[a & 0xFF], 1u);
+      atomicOr(&seen[256 + (b & 0xFF)], 1u);
+    }
+}
+
+__global__ void hash_bytes(const uint8_t* p, size_t n, unsigned long long* h) {
+  unsigned long long acc = 0;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    acc += (unsigned long long)(p[i] + 1) * (i * 0x9E3779B97F4A7C15ull | 1);
+  atomicAdd(h, acc);
+}
+
+struct Case {
+  const char* mode;
+  int64_t rows, h;
+};
+
+int main(int argc, char** argv) {
+  int dev = 0;
+  CK(cudaSetDevice(dev));
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, dev));
+  printf("# variant vec8: keep_y=%d prefetch=%d maxnreg=%d; vec4: keep_y=%d prefetch=%d; on %s\n", FN_GPU_KEEP_Y8,
+         FN_GPU_PREFETCH8, FN_GPU_MAXNREG8, FN_GPU_KEEP_Y4, FN_GPU_PREFETCH4, prop.name);
+
+  if (argc > 1 && strcmp(argv[1], "nan") == 0) {
+    unsigned* seen;
+    CK(cudaMalloc(&seen, 512 * 4));
+    CK(cudaMemset(seen, 0, 512 * 4));
+    nan_probe<<<1024, 256>>>(seen);
+    unsigned h[512];
+    CK(cudaMemcpy(h, seen, sizeof h, cudaMemcpyDeviceToHost));
+    printf("nan e4m3 codes:");
+    for (int i = 0; i < 256; ++i) if (h[i]) printf(" 0x%02x", i);
+    printf("\nnan e5m2 codes:");
+    for (int i = 0; i < 256; ++i) if (h[256 + i]) printf(" 0x%02x", i);
+    printf("\n");
+    return 0;
+  }
+
+  // Copy bandwidth, same run.
+  const size_t copy_bytes = size_t(1) << 30;
+  void *ca, *cb;
+  CK(cudaMalloc(&ca, copy_bytes));
+  CK(cudaMalloc(&cb, copy_bytes));
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  for (int i = 0; i < 3; ++i) CK(cudaMemcpy(cb, ca, copy_bytes, cudaMemcpyDeviceToDevice));
+  CK(cudaEventRecord(e0));
+  for (int i = 0; i < 10; ++i) CK(cudaMemcpy(cb, ca, copy_bytes, cudaMemcpyDeviceToDevice));
+  CK(cudaEventRecord(e1));
+  CK(cudaEventSynchronize(e1));
+  float ms;
+  CK(cudaEventElapsedTime(&ms, e0, e1));
+  const double copy_gbs = 2.0 * copy_bytes * 10 / (ms * 1e-3) / 1e9;
+  printf("# copy %.0f GB/s\n", copy_gbs);
+  CK(cudaFree(ca));
+  CK(cudaFree(cb));
+
+  const Case cases[] = {{"row", 16384, 8192},   {"static", 16384, 8192}, {"group128", 16384, 8192},
+                        {"residual", 16384, 8192}, {"row", 16384, 16384}, {"row", 16384, 7168},
+                        {"row", 16384, 5120},  {"row", 16384, 2048},   {"row", 1, 8192},
+                        {"row", 8, 8192},      {"static", 1, 2048}};
+  const char* only = argc > 1 ? argv[1] : nullptr;  // "MODE:ROWS:H" runs one case
+  for (const Case& cs : cases) {
+    if (only) {
+      char name[64];
+      snprintf(name, sizeof name, "%s:%lld:%lld", cs.mode, (long long)cs.rows, (long long)cs.h);
+      if (strcmp(name, only) != 0) continue;
+    }
+    const int64_t rows = cs.rows, h = cs.h;
+    const size_t in_bytes = size_t(rows) * h * 2, out_bytes = size_t(rows) * h;
+    const int sets = int(std::max<size_t>(2, (size_t(512) << 20) / (2 * in_bytes + out_bytes + 1)));
+    std::vector<char*> ins(sets), ress(sets), outs(sets), scs(sets);
+    char* w;
+    float* sscale;
+    CK(cudaMalloc(&w, h * 2));
+    fill_bf16<<<64, 256>>>((uint16_t*)w, h, 99);
+    CK(cudaMalloc(&sscale, 4));
+    const float sv = 0.05f;
+    CK(cudaMemcpy(sscale, &sv, 4, cudaMemcpyHostToDevice));
+    const bool residual = strcmp(cs.mode, "residual") == 0;
+    for (int i = 0; i < sets; ++i) {
+      CK(cudaMalloc(&ins[i], in_bytes));
+      CK(cudaMalloc(&outs[i], out_bytes));
+      CK(cudaMalloc(&scs[i], size_t(rows) * (h / 128 + 1) * 4));
+      fill_bf16<<<1024, 256>>>((uint16_t*)ins[i], size_t(rows) * h, 7);  // same data in every set
+      ress[i] = nullptr;
+      if (residual) {
+        CK(cudaMalloc(&ress[i], in_bytes));
+        fill_bf16<<<1024, 256>>>((uint16_t*)ress[i], size_t(rows) * h, 11);
+      }
+    }
+    RmsnormQuantCall c;
+    c.lead.ndim = 1;
+    c.lead.dims[0] = rows;
+    c.lead.rows = rows;
+    c.h = h;
+    c.in_type = DType::kBF16;
+    c.w_type = DType::kBF16;
+    c.out_type = DType::k_f8e4m3fn;
+    c.in.strides[0] = h * 2;
+    c.res.strides[0] = h * 2;
+    c.out.strides[0] = h;
+    c.norm = FUSEDNORM_NORM_RMS;
+    c.eps = 1e-6f;
+    c.weight_offset = 0.0f;
+    c.scale_ub = INFINITY;
+    c.min_scale = 0.0f;
+    c.qmax = 448.0f;
+    c.qclamp = INFINITY;
+    c.static_scale = sscale;
+    c.scale_type = math::ScaleType::kF32;
+    c.weight = w;
+    if (strcmp(cs.mode, "static") == 0) {
+      c.mode = FUSEDNORM_SCALE_STATIC;
+      c.group = h;
+    } else if (strcmp(cs.mode, "group128") == 0) {
+      c.mode = FUSEDNORM_SCALE_DYNAMIC_GROUP;
+      c.group = 128;
+      c.scales.strides[0] = (h / 128) * 4;
+      c.scale_col_stride = 4;
+    } else {
+      c.mode = FUSEDNORM_SCALE_DYNAMIC_ROW;
+      c.group = h;
+      c.scales.strides[0] = 4;
+      c.scale_col_stride = 4;
+    }
+    const RowShape shape = row_shape(h);
+    const bool fast = getenv("VARIANT_GENERAL") == nullptr;
+    KernelFn fn = shape.vec == 8 ? (fast ? &rmsnorm_quant_kernel<DType::kBF16, DType::k_f8e4m3fn, 32, 8, 4, true>
+                                         : &rmsnorm_quant_kernel<DType::kBF16, DType::k_f8e4m3fn, 32, 8, 4, false>)
+                                 : (fast ? &rmsnorm_quant_kernel<DType::kBF16, DType::k_f8e4m3fn, 32, 4, 8, true>
+                                         : &rmsnorm_quant_kernel<DType::kBF16, DType::k_f8e4m3fn, 32, 4, 8, false>);
+    const unsigned threads = unsigned(shape.rows_per_block * shape.threads_per_row);
+    const size_t smem = size_t(threads) * kElemsPerThread * 4;
+    if (smem > 48 * 1024) CK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    int per_sm = 0;
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, threads, smem));
+    cudaFuncAttributes fa;
+    CK(cudaFuncGetAttributes(&fa, fn));
+    const int64_t groups = (rows + shape.rows_per_block - 1) / shape.rows_per_block;
+    const int64_t blocks = std::min<int64_t>(groups, int64_t(std::max(per_sm, 1)) * prop.multiProcessorCount);
+    const Accesses acc{kVectors, kVectors, kVectors};
+    auto launch = [&](int i) {
+      c.in.data = ins[i];
+      c.res.data = ress[i];
+      c.out.data = outs[i];
+      c.scales.data = scs[i];
+      fn<<<unsigned(blocks), threads, smem>>>(c, shape, acc, 1);
+    };
+    for (int i = 0; i < sets; ++i) launch(i);
+    CK(cudaDeviceSynchronize());
+    // Output hash of set 0 (residual: the result of one more call on already-summed data; the
+    // sets are all treated the same, so compare across variants only).
+    unsigned long long* hh;
+    CK(cudaMalloc(&hh, 8));
+    CK(cudaMemset(hh, 0, 8));
+    hash_bytes<<<256, 256>>>((const uint8_t*)outs[0], out_bytes, hh);
+    if (c.mode != FUSEDNORM_SCALE_STATIC)
+      hash_bytes<<<256, 256>>>((const uint8_t*)scs[0], size_t(rows) * (c.mode == FUSEDNORM_SCALE_DYNAMIC_GROUP ? h / 128 : 1) * 4, hh);
+    unsigned long long hv;
+    CK(cudaMemcpy(&hv, hh, 8, cudaMemcpyDeviceToHost));
+    const int reps = getenv("VARIANT_REPS") ? atoi(getenv("VARIANT_REPS")) : rows >= 1024 ? 20 : 2000;
+    CK(cudaEventRecord(e0));
+    for (int r = 0; r < reps; ++r) launch(r % sets);
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    CK(cudaGetLastError());
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    const double us = ms * 1e3 / reps;
+    const double bytes = double(rows) * h * (residual ? 7 : 3);
+    printf("%-9s %6lld x %6lld  regs %3d  blocks/SM %d  grid %6lld x %4u  %9.2f us  %7.1f GB/s  %5.1f%% copy  hash %016llx\n",
+           cs.mode, (long long)rows, (long long)h, fa.numRegs, per_sm, (long long)blocks, threads, us,
+           bytes / us / 1e3, 100.0 * bytes / us / 1e3 / copy_gbs, hv);
+    for (int i = 0; i < sets; ++i) {
+      CK(cudaFree(ins[i]));
+      CK(cudaFree(outs[i]));
+      CK(cudaFree(scs[i]));
+      if (ress[i]) CK(cudaFree(ress[i]));
+    }
+    CK(cudaFree(w));
+    CK(cudaFree(sscale));
+    CK(cudaFree(hh));
+  }
+  return 0;
+}
