@@ -605,17 +605,35 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
         encode_store(s, y, static_r);
       }
     } else if (g < h && g <= P) {
-      // Groups inside a step: G / kVec adjacent lanes share one.
+      // Groups inside a step: G / kVec adjacent lanes share one (G >= 32, so lanes >= kSteps).
       const int lanes = g / kVec;
+      const int lane = threadIdx.x & (kWarp - 1);
+      const int lg = __ffs(g) - 1;
+      // A warp holds Q = kWarp / lanes groups a step, kSteps * Q <= kWarp in all: lane
+      // s * Q + q computes the scale of group q of step s, so the warp runs the scale formula
+      // (two correctly rounded divisions) once instead of once a step; shuffles carry the
+      // maxima there and the multipliers and stored scales back.
+      const int q_count = kWarp / lanes;
+      uint32_t mine = 0;
 #pragma unroll
       for (int s = 0; s < kSteps; ++s) {
         float y[kVec];
         get_y(s, y);
         const uint32_t m = lanes_max<kWarp>(unit_max(y, AbsMax()).bits(), lanes);
-        const math::DynamicScale ds = math::dynamic_scale(m, c.qmax, c.scale_ub, c.min_scale, c.scale_type);
+        const uint32_t v = FN_SHFL(m, (lane & (q_count - 1)) * lanes, kWarp);
+        if (lane / q_count == s) mine = v;
+      }
+      const math::DynamicScale ds = math::dynamic_scale(mine, c.qmax, c.scale_ub, c.min_scale, c.scale_type);
+#pragma unroll
+      for (int s = 0; s < kSteps; ++s) {
+        const int src = s * q_count + lane / lanes;
+        const float r = FN_SHFL(ds.r, src, kWarp);
+        const uint32_t stored = FN_SHFL(ds.stored, src, kWarp);
         const int32_t e = elem0(s);
-        if (active && s < S && e < h && (t & (lanes - 1)) == 0) store_scale(c, scale_base, e >> (__ffs(g) - 1), ds.stored);
-        encode_store(s, y, ds.r);
+        if (active && s < S && e < h && (t & (lanes - 1)) == 0) store_scale(c, scale_base, e >> lg, stored);
+        float y[kVec];
+        get_y(s, y);
+        encode_store(s, y, r);
       }
     } else {
       const int per = g >= h ? kSteps : g >> (__ffs(P) - 1);  // steps a unit (a power of two)
