@@ -36,6 +36,8 @@ constexpr int kGpuWarp = 64;  // CDNA wavefront
 #define FN_GRID_CONSTANT  // kernel arguments are addressable memory already
 #define FN_STORE_GLOBAL(p, v) (*(p) = (v))
 #define FN_LOAD_RO(p) (*(p))
+__device__ __forceinline__ void gpu_wait_for_previous_grid() {}
+__device__ __forceinline__ void gpu_allow_next_grid() {}
 // HIP's __fsqrt_rn is not correctly rounded (HIP 5.2 and clang's own HIP headers through 19 map it
 // to __ocml_native_sqrt_f32, i.e. v_sqrt_f32, 1 ulp); numerics.md wants every operation correctly
 // rounded. math::sqrt_rn calls __fsqrt_rn unqualified from namespace fusednorm::math, so this
@@ -85,4 +87,15 @@ constexpr int kGpuWarp = 32;
 // A load through the read-only (non-coherent) path: data the kernel does not write before
 // reading it.
 #define FN_LOAD_RO(p) __ldg(p)
+// Programmatic dependent launch (griddepcontrol, sm_90 and later; no-ops before).
+__device__ __forceinline__ void gpu_wait_for_previous_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void gpu_allow_next_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
 #endif

@@ -44,6 +44,7 @@ int32_t g_device_count = 0;
 
 // What the launches need to know of each device, read once at init.
 struct DeviceFacts {
+  int major = 0;  // compute capability
   int multiprocessors = 0;
   size_t max_smem_per_block = 0;  // with the opt-in attribute
 };
@@ -66,6 +67,7 @@ fusednorm_status plugin_init(char* msg, size_t n) {
     if (prop.warpSize != kGpuWarp)
       return say(FUSEDNORM_BACKEND_UNAVAILABLE, msg, n, "device %d (%s) has warp size %d; this plugin is built for %d", d,
                  prop.name, prop.warpSize, kGpuWarp);
+    facts[d].major = prop.major;
     facts[d].multiprocessors = prop.multiProcessorCount;
 #if defined(__HIPCC__)
     facts[d].max_smem_per_block = size_t(prop.sharedMemPerBlock);
@@ -151,6 +153,30 @@ gpuError_t blocks_per_sm(KernelFn fn, int device, unsigned threads, size_t smem,
   return gpuSuccess;
 }
 
+// Launches on the caller's stream; on sm_90 and later with programmatic stream serialization,
+// so the launch overlaps the end of the previous kernel (the kernel waits for its memory).
+gpuError_t launch_kernel(KernelFn fn, const DeviceFacts& dev, unsigned blocks, unsigned threads, size_t smem,
+                         gpuStream_t stream, const RmsnormQuantCall& c, const RowShape& shape, const Accesses& acc,
+                         int32_t gamma_smem) {
+#if !defined(__HIPCC__)
+  if (dev.major >= 9) {
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(blocks);
+    config.blockDim = dim3(threads);
+    config.dynamicSmemBytes = smem;
+    config.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = attr;
+    config.numAttrs = 1;
+    return cudaLaunchKernelEx(&config, fn, c, shape, acc, gamma_smem);
+  }
+#endif
+  fn<<<dim3(blocks), dim3(threads), smem, stream>>>(c, shape, acc, gamma_smem);
+  return gpuSuccess;
+}
+
 fusednorm_status plugin_rmsnorm_quant(const RmsnormQuantCall* call, int32_t device, void* stream, char* msg,
                                       size_t n) {
   const RmsnormQuantCall& c = *call;
@@ -201,8 +227,9 @@ fusednorm_status plugin_rmsnorm_quant(const RmsnormQuantCall* call, int32_t devi
   if (e != gpuSuccess) return vendor_error(e, "sizing the rmsnorm_quant grid", msg, n);
   const int64_t groups = (c.lead.rows + shape.rows_per_block - 1) / shape.rows_per_block;
   const int64_t blocks = std::min<int64_t>(groups, int64_t(per_sm) * dev.multiprocessors);
-  fn<<<dim3(unsigned(blocks)), dim3(threads), smem, static_cast<gpuStream_t>(stream)>>>(c, shape, acc, gamma_smem);
-  e = gpuGetLastError();
+  e = launch_kernel(fn, dev, unsigned(blocks), threads, smem, static_cast<gpuStream_t>(stream), c, shape, acc,
+                    gamma_smem);
+  if (e == gpuSuccess) e = gpuGetLastError();
   if (e != gpuSuccess) return vendor_error(e, "launching rmsnorm_quant", msg, n);
   return FUSEDNORM_SUCCESS;
 }

@@ -262,10 +262,14 @@ __device__ __forceinline__ void store_scale(const RmsnormQuantCall& c, char* bas
 
 template <int kWarp>
 __device__ __forceinline__ float row_sum(float v, int t, int threads_per_row, float* red) {
-  const int lanes = threads_per_row < kWarp ? threads_per_row : kWarp;
+  if (threads_per_row >= kWarp) {
 #pragma unroll
-  for (int m = 1; m < kWarp; m *= 2)
-    if (m < lanes) v = math::add_rn(v, FN_SHFL_XOR(v, m, kWarp));
+    for (int m = 1; m < kWarp; m *= 2) v = math::add_rn(v, FN_SHFL_XOR(v, m, kWarp));
+  } else {
+#pragma unroll
+    for (int m = 1; m < kWarp; m *= 2)
+      if (m < threads_per_row) v = math::add_rn(v, FN_SHFL_XOR(v, m, kWarp));
+  }
   if (threads_per_row <= kWarp) return v;
   const int warp = threadIdx.x / kWarp;
   if (threadIdx.x % kWarp == 0) red[warp] = v;
@@ -283,6 +287,14 @@ __device__ __forceinline__ float row_sum(float v, int t, int threads_per_row, fl
 
 template <int kWarp>
 __device__ __forceinline__ uint32_t lanes_max(uint32_t v, int lanes) {
+  if (lanes >= kWarp) {
+#pragma unroll
+    for (int m = 1; m < kWarp; m *= 2) {
+      const uint32_t o = FN_SHFL_XOR(v, m, kWarp);
+      v = o > v ? o : v;
+    }
+    return v;
+  }
 #pragma unroll
   for (int m = 1; m < kWarp; m *= 2)
     if (m < lanes) {
@@ -418,6 +430,12 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
   // so no barrier guards it.
   extern __shared__ float4 gamma_tab[];
 
+  // Programmatic dependent launch (sm_90): this grid may start while the previous kernel of the
+  // stream finishes; it waits for that kernel's memory before touching any, and lets the next
+  // kernel start its own launch at once.
+  gpu_wait_for_previous_grid();
+  gpu_allow_next_grid();
+
   const int T = shape.threads_per_row, P = shape.partials, S = shape.steps, R = shape.rows_per_block;
   // T, P and every group size below H are powers of two: shifts and masks, no divisions.
   const int t = threadIdx.x & (T - 1);
@@ -532,6 +550,11 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
     // 3. y = (x * inv) * g for a step's vector; elements past H are 0. Kept for the whole row
     // (kKeepY) or computed again where it is needed (fewer registers, more rows in flight).
     auto compute_y = [&](int s, float y[kVec]) {
+      if (s >= S) {  // uniform: a step past the row
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) y[j] = 0.0f;
+        return;
+      }
       const int32_t e = elem0(s);
       if (norm) {
         float g[kVec];
@@ -541,11 +564,8 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
             const float4 f = gamma_tab[(s * (kVec / 4) + q) * blockDim.x + threadIdx.x];
             g[4 * q] = f.x; g[4 * q + 1] = f.y; g[4 * q + 2] = f.z; g[4 * q + 3] = f.w;
           }
-        } else if (s < S) {
-          load_gamma<kVec, kFast>(c, e, h, acc.w, g);
         } else {
-#pragma unroll
-          for (int j = 0; j < kVec; ++j) g[j] = 0.0f;
+          load_gamma<kVec, kFast>(c, e, h, acc.w, g);
         }
 #pragma unroll
         for (int j = 0; j < kVec; ++j) y[j] = math::norm_apply(In::get(raw[s], j), inv, g[j]);
@@ -553,10 +573,10 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
 #pragma unroll
         for (int j = 0; j < kVec; ++j) y[j] = In::get(raw[s], j);
       }
-      if (s >= S || (!kFast && e + kVec > h)) {
+      if (!kFast && e + kVec > h) {
 #pragma unroll
         for (int j = 0; j < kVec; ++j)
-          if (s >= S || e + j >= h) y[j] = 0.0f;
+          if (e + j >= h) y[j] = 0.0f;
       }
     };
     float kept[kKeepY ? kSteps : 1][kVec];

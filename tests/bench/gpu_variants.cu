@@ -190,7 +190,20 @@ int main(int argc, char** argv) {
       c.res.data = ress[i];
       c.out.data = outs[i];
       c.scales.data = scs[i];
-      fn<<<unsigned(blocks), threads, smem>>>(c, shape, acc, 1);
+      if (getenv("VARIANT_PDL")) {
+        cudaLaunchConfig_t config = {};
+        config.gridDim = dim3(unsigned(blocks));
+        config.blockDim = dim3(threads);
+        config.dynamicSmemBytes = smem;
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[0].val.programmaticStreamSerializationAllowed = 1;
+        config.attrs = attr;
+        config.numAttrs = 1;
+        CK(cudaLaunchKernelEx(&config, fn, c, shape, acc, int32_t(1)));
+      } else {
+        fn<<<unsigned(blocks), threads, smem>>>(c, shape, acc, 1);
+      }
     };
     for (int i = 0; i < sets; ++i) launch(i);
     CK(cudaDeviceSynchronize());

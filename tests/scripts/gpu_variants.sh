@@ -9,9 +9,9 @@ out=${OUT:-$PWD/build-gpu/out}
 mkdir -p "$out" build-gpu/variants
 inc=()
 if [ ! -f /usr/include/dlpack/dlpack.h ]; then
-  mkdir -p build-gpu/deps
-  for f in "${FUSEDNORM_DEPS_DIR:-.deps}"/libdlpack-dev*.deb; do dpkg-deb -x "$f" build-gpu/deps; done
-  inc=(-Ibuild-gpu/deps/usr/include)
+  mkdir -p build-gpu/variant-deps  # not build-gpu/deps: gpu.sh unpacks all the .debs there
+  for f in "${FUSEDNORM_DEPS_DIR:-.deps}"/libdlpack-dev*.deb; do dpkg-deb -x "$f" build-gpu/variant-deps; done
+  inc=(-Ibuild-gpu/variant-deps/usr/include)
 fi
 variants=("$@")
 for i in "${!variants[@]}"; do
