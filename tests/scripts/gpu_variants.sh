@@ -28,3 +28,12 @@ for i in "${!variants[@]}"; do
     echo "variant ${variants[$i]}: build failed"; tail -20 "$out/build_v$i.log"
   fi
 done
+# VARIANT_NCU=1: Nsight Compute on one launch of the first variant (dynamic per-row, 16384 x 8192):
+# the details and the per-instruction source view (SASS, with executed counts) as text.
+if [ -n "${VARIANT_NCU:-}" ] && [ -x build-gpu/variants/v0 ]; then
+  VARIANT_REPS=4 ncu --clock-control none --kernel-name regex:rmsnorm_quant_kernel --launch-skip 2 --launch-count 1 \
+    --set full --import-source no -o "$out/variant_prof" -f build-gpu/variants/v0 row:16384:8192 >"$out/ncu_run.txt" 2>&1
+  ncu --import "$out/variant_prof.ncu-rep" --print-details all >"$out/ncu_details.txt" 2>&1
+  ncu --import "$out/variant_prof.ncu-rep" --page source --csv --print-source sass >"$out/ncu_source.csv" 2>&1
+  rm -f "$out/variant_prof.ncu-rep"
+fi
