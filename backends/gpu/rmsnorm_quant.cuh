@@ -461,13 +461,7 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
   // Per-step facts of this thread: element offset, whether its vector is full / empty.
   auto elem0 = [&](int s) { return int32_t(s * P + kVec * t); };
 
-  // Static scale: one multiplier for the whole call.
-  float static_r = 0.0f;
-  if (c.mode == FUSEDNORM_SCALE_STATIC) {
-    uint32_t sbits;
-    memcpy(&sbits, c.static_scale, 4);  // any alignment
-    static_r = math::div_rn(1.0f, math::float_of(sbits));
-  }
+  float static_r = 0.0f;  // static scale: one multiplier for the whole call (first row)
 
   auto load_row = [&](int64_t grp, uint32_t raw[kSteps][kW]) {
     const int64_t row = grp * R + rib;
@@ -500,7 +494,13 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
       load_row(grp, raw);
     }
 
-    // The weight table, once per block, after the first row's loads are on their way.
+    // Once per block, after the first row's loads are on their way: the static multiplier and
+    // the weight table.
+    if (c.mode == FUSEDNORM_SCALE_STATIC && grp == blockIdx.x) {
+      uint32_t sbits;
+      memcpy(&sbits, c.static_scale, 4);  // any alignment
+      static_r = math::div_rn(1.0f, math::float_of(sbits));
+    }
     if ((kGammaSmem || gamma_smem) && norm && grp == blockIdx.x) {
 #pragma unroll
       for (int s = 0; s < kSteps; ++s) {
