@@ -266,38 +266,8 @@ __device__ __forceinline__ void store_scale(const RmsnormQuantCall& c, char* bas
 }
 
 // ---------------------------------------------------------------- reductions within a row
-// A row's T threads are T consecutive lanes of the block (T a power of two). Below the warp,
-// shfl_xor pairs lanes t and t^m; above it, warp results meet in shared memory `red` (one slot
-// per warp of the block) and every thread of the row combines its row's slots in the same
-// pairwise order. Every thread of the block must call these (they contain a barrier). A caller
-// alternates between two `red` buffers from row to row, so one barrier per reduction suffices:
-// a buffer is written again only after the next reduction's barrier, which every reader of its
-// previous contents has passed.
-
-template <int kWarp>
-__device__ __forceinline__ float row_sum(float v, int t, int threads_per_row, float* red) {
-  if (threads_per_row >= kWarp) {
-#pragma unroll
-    for (int m = 1; m < kWarp; m *= 2) v = math::add_rn(v, FN_SHFL_XOR(v, m, kWarp));
-  } else {
-#pragma unroll
-    for (int m = 1; m < kWarp; m *= 2)
-      if (m < threads_per_row) v = math::add_rn(v, FN_SHFL_XOR(v, m, kWarp));
-  }
-  if (threads_per_row <= kWarp) return v;
-  const int warp = threadIdx.x / kWarp;
-  if (threadIdx.x % kWarp == 0) red[warp] = v;
-  __syncthreads();
-  // The row's n = T / kWarp warp sums, tree-added on the first n lanes of every warp (lanes past
-  // n add zeros among themselves), then lane 0's value is everyone's.
-  const int n = threads_per_row / kWarp;
-  const int lane = threadIdx.x % kWarp;
-  float p = lane < n ? red[warp - t / kWarp + lane] : 0.0f;
-#pragma unroll
-  for (int m = 1; m < kMaxBlockThreads / kWarp; m *= 2)
-    if (m < n) p = math::add_rn(p, FN_SHFL_XOR(p, m, kWarp));
-  return FN_SHFL(p, 0, kWarp);
-}
+// A row's T threads are T consecutive lanes of the block (T a power of two); shfl_xor pairs
+// lanes t and t^m, in the canonical pairwise order for sums.
 
 template <int kWarp>
 __device__ __forceinline__ uint32_t lanes_max(uint32_t v, int lanes) {
@@ -318,16 +288,39 @@ __device__ __forceinline__ uint32_t lanes_max(uint32_t v, int lanes) {
   return v;
 }
 
-template <int kWarp>
-__device__ __forceinline__ uint32_t row_max(uint32_t v, int t, int threads_per_row, uint32_t* red) {
-  v = lanes_max<kWarp>(v, threads_per_row < kWarp ? threads_per_row : kWarp);
-  if (threads_per_row <= kWarp) return v;
-  const int warp = threadIdx.x / kWarp;
-  if (threadIdx.x % kWarp == 0) red[warp] = v;
+// A row's reduction followed by its scalar formula (inv_rms, the scale): below the warp every
+// lane reduces and evaluates it; above, warp results meet in shared memory `red`, the row's
+// first warp combines them in the same pairwise order and its lane 0 evaluates the formula once
+// for the row, and after a second barrier every thread reads the result from `out`. A caller
+// alternates between two `red` and two `out` buffers from row to row: a buffer is written again
+// only after barriers that every reader of its previous contents has passed. Combine(a, b) is
+// the reduction's pairwise step; every thread of the block must call this.
+template <int kWarp, class T, class Combine, class Finish>
+__device__ __forceinline__ auto row_reduce_finish(T v, int t, int threads_per_row, T* red, Combine combine,
+                                                  Finish finish, decltype(finish(v))* out) -> decltype(finish(v)) {
+  if (threads_per_row >= kWarp) {
+#pragma unroll
+    for (int m = 1; m < kWarp; m *= 2) v = combine(v, FN_SHFL_XOR(v, m, kWarp));
+  } else {
+#pragma unroll
+    for (int m = 1; m < kWarp; m *= 2)
+      if (m < threads_per_row) v = combine(v, FN_SHFL_XOR(v, m, kWarp));
+  }
+  if (threads_per_row <= kWarp) return finish(v);
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int first = warp - t / kWarp, row_in_block = threadIdx.x / threads_per_row;
+  if (lane == 0) red[warp] = v;
   __syncthreads();
-  const int first = warp - (t / kWarp);
-  for (int i = 0; i < threads_per_row / kWarp; ++i) v = red[first + i] > v ? red[first + i] : v;
-  return v;
+  if (warp == first) {
+    const int n = threads_per_row / kWarp;
+    T p = lane < n ? red[first + lane] : T(0);
+#pragma unroll
+    for (int m = 1; m < kMaxBlockThreads / kWarp; m *= 2)
+      if (m < n) p = combine(p, FN_SHFL_XOR(p, m, kWarp));
+    if (lane == 0) out[row_in_block] = finish(p);
+  }
+  __syncthreads();
+  return out[row_in_block];
 }
 
 // A row's address: one multiply for the common single leading dimension; the general index
@@ -439,6 +432,9 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
   constexpr int kWarps = kMaxBlockThreads / 32;
   __shared__ float red_sum[2][kWarps];
   __shared__ uint32_t red_max[2][kWarps];
+  // Per-row results of the reductions (rows of more than a warp: at most kRowThreads / 64 a block).
+  __shared__ float inv_of_row[2][kRowThreads / 32];
+  __shared__ math::DynamicScale scale_of_row[2][kRowThreads / 32];
   // g = w + weight_offset, f32, for this thread's kSteps * kVec elements: each thread writes and
   // reads only its own slice (laid out [step][quad][thread] for conflict-free 16-byte access),
   // so no barrier guards it.
@@ -558,7 +554,10 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
       for (int n = kVec; n > 1; n /= 2)
 #pragma unroll
         for (int j = 0; j < n / 2; ++j) part[j] = math::add_rn(part[2 * j], part[2 * j + 1]);
-      inv = math::inv_rms(row_sum<kWarp>(part[0], t, T, red_sum[parity]), math::length_f32(h), c.eps);
+      const float len = math::length_f32(h), eps = c.eps;
+      inv = row_reduce_finish<kWarp>(
+          part[0], t, T, red_sum[parity], [](float a, float b) { return math::add_rn(a, b); },
+          [len, eps](float ss) { return math::inv_rms(ss, len, eps); }, inv_of_row[parity]);
     }
 
     // 3. y = (x * inv) * g for a step's vector; elements past H are 0. Kept for the whole row
@@ -684,8 +683,12 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
             am = unit_max(y, am);
           }
         if (per != kSteps) __syncthreads();  // several units a row: `red` is reused at once
-        const uint32_t m = row_max<kWarp>(am.bits(), t, T, red);
-        const math::DynamicScale ds = math::dynamic_scale(m, c.qmax, c.scale_ub, c.min_scale, c.scale_type);
+        const float qmax = c.qmax, scale_ub = c.scale_ub, min_scale = c.min_scale;
+        const math::ScaleType scale_type = c.scale_type;
+        const math::DynamicScale ds = row_reduce_finish<kWarp>(
+            am.bits(), t, T, red, [](uint32_t a, uint32_t b) { return a > b ? a : b; },
+            [=](uint32_t m) { return math::dynamic_scale(m, qmax, scale_ub, min_scale, scale_type); },
+            scale_of_row[parity]);
         if (active && t == 0 && s0 * P < h)
           store_scale(c, scale_base, g >= h ? 0 : (s0 * P) >> (__ffs(g) - 1), ds.stored);
 #pragma unroll
