@@ -148,8 +148,12 @@ struct CaseTensors {
   }
 };
 
-// The value lists and option combinations the CPU and GPU tests sweep.
-inline constexpr int64_t kTestHs[] = {1, 7, 8, 9, 15, 16, 17, 97, 128, 333, 513, 1001, 4096, 8192, 8193, 16384};
+// The value lists and option combinations the CPU and GPU tests sweep. The GPU kernel shapes they
+// reach: 8-element vectors (S <= 4), 4-element vectors with whole steps (5120, 7168: S = 5, 7;
+// 24576, 32768: 1024 threads a row) and with a partial step (1001, 8193), rows of one thread (7).
+inline constexpr int64_t kTestHs[] = {1,    7,    8,    9,    15,   16,    17,    97,   128,
+                                      333,  513,  1001, 4096, 5120, 7168,  8192,  8193, 16384,
+                                      24576, 32768};
 inline constexpr DType kTestIns[] = {DType::kF32, DType::kF16, DType::kBF16};
 inline constexpr DType kTestOuts[] = {DType::k_f8e4m3fn, DType::k_f8e4m3fnuz, DType::k_f8e4m3,
                                       DType::k_f8e5m2,   DType::k_f8e5m2fnuz, DType::kI8};

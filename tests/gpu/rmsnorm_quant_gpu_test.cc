@@ -113,18 +113,27 @@ TEST_CASE("gpu rmsnorm_quant: equals the CPU backend for every option combinatio
     check_gpu_case(t, "seed=" + std::to_string(seed));
   });
   // Every H with every main mode, input dtype, and aligned vs strided/misaligned rows.
+  // Group sizes 32 and 128: groups of 4 to 32 lanes with 8- and 4-element vectors.
+  struct Scaling {
+    int mode;
+    int64_t group;
+  };
+  const Scaling scalings[] = {{FUSEDNORM_SCALE_STATIC, 32},
+                              {FUSEDNORM_SCALE_DYNAMIC_ROW, 32},
+                              {FUSEDNORM_SCALE_DYNAMIC_GROUP, 32},
+                              {FUSEDNORM_SCALE_DYNAMIC_GROUP, 128}};
   for (int64_t h : kHs)
-    for (int mode : {FUSEDNORM_SCALE_STATIC, FUSEDNORM_SCALE_DYNAMIC_ROW, FUSEDNORM_SCALE_DYNAMIC_GROUP})
+    for (const Scaling& sc : scalings)
       for (DType in : kIns)
         for (int layout = 0; layout < 2; ++layout) {
           CaseSpec s;
           s.in = s.w = in;
-          s.mode = mode;
-          s.group = 32;
-          if (mode == FUSEDNORM_SCALE_DYNAMIC_GROUP && h % 32 != 0) continue;
+          s.mode = sc.mode;
+          s.group = sc.group;
+          if (s.mode == FUSEDNORM_SCALE_DYNAMIC_GROUP && h % s.group != 0) continue;
           s.h = h;
           s.lead = {37};
-          s.residual = mode == FUSEDNORM_SCALE_DYNAMIC_ROW;
+          s.residual = s.mode == FUSEDNORM_SCALE_DYNAMIC_ROW;
           s.row_pad = layout ? 3 : 0;
           s.misalign = layout ? 2 : 0;
           CaseTensors t(s);
