@@ -4,9 +4,10 @@
 // kVec - 1 of the canonical reduction (docs/numerics.md §2), i.e. elements s*P + kVec*t + j for
 // steps s < S, which it accumulates in step order; the pairwise tree continues across threads
 // with shfl_xor and across warps through shared memory. kVec * kSteps = 32 elements a thread.
-// The grid is persistent: each block walks over groups of R rows and loads the next group's rows
-// (16-bit inputs) while it works on the current one. Block shape and kernel depend on H only;
-// the grid size depends on the row count but no row's arithmetic does (batch invariance).
+// The grid is persistent: each block walks over groups of R rows (resident blocks hide each
+// other's load latency; prefetching the next rows into registers is a knob, off: it measured
+// slower). Block shape and kernel depend on H only; the grid size depends on the row count but
+// no row's arithmetic does (batch invariance).
 #pragma once
 
 #include <stdint.h>
@@ -379,14 +380,6 @@ __device__ __forceinline__ void load_gamma(const RmsnormQuantCall& c, int32_t e,
 
 // ---------------------------------------------------------------- the kernel
 
-// Per-block state for the rows a block works on; R rows of T threads.
-template <int kWarp>
-struct RowBlock {
-  float* red_sum;     // [2][warps]
-  uint32_t* red_max;  // [2][warps]
-  int parity;
-};
-
 // Tuning knobs per vector width (tests/scripts/gpu_variants.sh measures them): keep y for the
 // whole row or compute it again where needed; load the next row while working on this one.
 #ifndef FN_GPU_KEEP_Y8
@@ -454,7 +447,7 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
   const int64_t groups = (c.lead.rows + R - 1) / R;
   const bool norm = c.norm == FUSEDNORM_NORM_RMS;
 
-  // Per-step facts of this thread: element offset, whether its vector is full / empty.
+  // Element offset of this thread's vector in step s.
   auto elem0 = [&](int s) { return int32_t(s * P + kVec * t); };
 
   float static_r = 0.0f;  // static scale: one multiplier for the whole call (first row)
