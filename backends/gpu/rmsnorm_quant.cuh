@@ -296,6 +296,9 @@ __device__ __forceinline__ uint32_t lanes_max(uint32_t v, int lanes) {
 // alternates between two `red` and two `out` buffers from row to row: a buffer is written again
 // only after barriers that every reader of its previous contents has passed. Combine(a, b) is
 // the reduction's pairwise step; every thread of the block must call this.
+#ifndef FN_GPU_ROW_ONCE
+#define FN_GPU_ROW_ONCE 1  // tuning knob: 0 = every warp of the row evaluates the formula
+#endif
 template <int kWarp, class T, class Combine, class Finish>
 __device__ __forceinline__ auto row_reduce_finish(T v, int t, int threads_per_row, T* red, Combine combine,
                                                   Finish finish, decltype(finish(v))* out) -> decltype(finish(v)) {
@@ -312,12 +315,13 @@ __device__ __forceinline__ auto row_reduce_finish(T v, int t, int threads_per_ro
   const int first = warp - t / kWarp, row_in_block = threadIdx.x / threads_per_row;
   if (lane == 0) red[warp] = v;
   __syncthreads();
-  if (warp == first) {
+  if (!FN_GPU_ROW_ONCE || warp == first) {
     const int n = threads_per_row / kWarp;
     T p = lane < n ? red[first + lane] : T(0);
 #pragma unroll
     for (int m = 1; m < kMaxBlockThreads / kWarp; m *= 2)
       if (m < n) p = combine(p, FN_SHFL_XOR(p, m, kWarp));
+    if (!FN_GPU_ROW_ONCE) return finish(FN_SHFL(p, 0, kWarp));  // every warp evaluates it
     if (lane == 0) out[row_in_block] = finish(p);
   }
   __syncthreads();

@@ -62,8 +62,8 @@ int main(int argc, char** argv) {
   CK(cudaSetDevice(dev));
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, dev));
-  printf("# variant vec8: keep_y=%d prefetch=%d maxnreg=%d; vec4: keep_y=%d prefetch=%d; on %s\n", FN_GPU_KEEP_Y8,
-         FN_GPU_PREFETCH8, FN_GPU_MAXNREG8, FN_GPU_KEEP_Y4, FN_GPU_PREFETCH4, prop.name);
+  printf("# variant vec8: keep_y=%d prefetch=%d maxnreg=%d; vec4: keep_y=%d prefetch=%d; row_once=%d; on %s\n",
+         FN_GPU_KEEP_Y8, FN_GPU_PREFETCH8, FN_GPU_MAXNREG8, FN_GPU_KEEP_Y4, FN_GPU_PREFETCH4, FN_GPU_ROW_ONCE, prop.name);
 
   if (argc > 1 && strcmp(argv[1], "nan") == 0) {
     unsigned* seen;

@@ -2,7 +2,7 @@
 # Tuning run on the device: builds tests/bench/gpu_variants.cu once per knob setting (in
 # parallel) and runs each; logs under ${OUT:-build-gpu/out}. DLPack's header comes from the
 # system or from the .deb in ${FUSEDNORM_DEPS_DIR:-.deps} (see tests/scripts/gpu.sh). Usage:
-#   bash tests/scripts/gpu_variants.sh "KEEP_Y8 PREFETCH8 MAXNREG8 KEEP_Y4 PREFETCH4" ...
+#   bash tests/scripts/gpu_variants.sh "KEEP_Y8 PREFETCH8 MAXNREG8 KEEP_Y4 PREFETCH4 [ROW_ONCE]" ...
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-$PWD/build-gpu/out}
@@ -15,9 +15,10 @@ if [ ! -f /usr/include/dlpack/dlpack.h ]; then
 fi
 variants=("$@")
 for i in "${!variants[@]}"; do
-  read -r ky8 pf8 nr8 ky4 pf4 <<<"${variants[$i]}"
+  read -r ky8 pf8 nr8 ky4 pf4 once <<<"${variants[$i]}"
   nvcc -std=c++17 -O3 -arch=sm_90a -fmad=false -Xptxas -v -Iinclude -Isrc -I. "${inc[@]}" \
     -DFN_GPU_KEEP_Y8=$ky8 -DFN_GPU_PREFETCH8=$pf8 -DFN_GPU_MAXNREG8=$nr8 -DFN_GPU_KEEP_Y4=$ky4 -DFN_GPU_PREFETCH4=$pf4 \
+    -DFN_GPU_ROW_ONCE=${once:-1} \
     -o build-gpu/variants/v$i tests/bench/gpu_variants.cu >"$out/build_v$i.log" 2>&1 &
 done
 wait
