@@ -290,6 +290,24 @@ DLTensor tensor(void* data, DLDevice dev, DType t, int ndim, int64_t* shape) {
   return x;
 }
 
+// The five tensors of one rmsnorm_quant call over `rows` rows of H, with the shapes they point to
+// (hence not copyable). `sc` is the static scale [1] or the scales [rows, ns].
+struct CallTensors {
+  int64_t shp[2], wshp[1], sshp[2], one[1] = {1};
+  DLTensor in, res, w, out, sc;
+  CallTensors(DLDevice d, DType in_t, DType out_t, int64_t rows, int64_t h, int64_t ns, bool static_scale, void* x,
+              void* r, void* wt, void* q, void* scales)
+      : shp{rows, h}, wshp{h}, sshp{rows, ns} {
+    in = tensor(x, d, in_t, 2, shp);
+    res = tensor(r, d, in_t, 2, shp);
+    w = tensor(wt, d, in_t, 1, wshp);
+    out = tensor(q, d, out_t, 2, shp);
+    sc = static_scale ? tensor(scales, d, DType::kF32, 1, one) : tensor(scales, d, DType::kF32, 2, sshp);
+  }
+  CallTensors(const CallTensors&) = delete;
+  CallTensors& operator=(const CallTensors&) = delete;
+};
+
 size_t round64(size_t b) { return (b + 63) / 64 * 64; }
 int elem_bytes(DType t) { return dtype_bits(t) / 8; }
 
@@ -463,16 +481,13 @@ struct Run {
         dev.download(res_orig[k].data(), g.res_buf.data() + size_t(rows[k]) * in_row, in_row);
       }
     {
-      int64_t shp[2] = {g.rows, h}, wshp[1] = {h}, sshp[2] = {g.rows, ns}, one[1] = {1};
-      const DLDevice d = dev.dl_device();
-      DLTensor xin = tensor(g.in_buf.data(), d, g.in, 2, shp), xres = tensor(g.res_buf.data(), d, g.in, 2, shp),
-               xw = tensor(g.w_buf.data(), d, g.in, 1, wshp), xout = tensor(g.out_buf.data(), d, out, 2, shp),
-               xsc = m.scale_mode == FUSEDNORM_SCALE_STATIC ? tensor(g.static_buf.data(), d, DType::kF32, 1, one)
-                                                            : tensor(g.sc_buf.data(), d, DType::kF32, 2, sshp);
+      const bool st_mode = m.scale_mode == FUSEDNORM_SCALE_STATIC;
+      CallTensors x(dev.dl_device(), g.in, out, g.rows, h, ns, st_mode, g.in_buf.data(), g.res_buf.data(),
+                    g.w_buf.data(), g.out_buf.data(), st_mode ? g.static_buf.data() : g.sc_buf.data());
       dev.synchronize();
       const double t0 = now_s();
       const fusednorm_status st =
-          fusednorm_rmsnorm_quant(&xin, m.residual ? &xres : nullptr, &xw, &xout, &xsc, &opt, dev.stream());
+          fusednorm_rmsnorm_quant(&x.in, m.residual ? &x.res : nullptr, &x.w, &x.out, &x.sc, &opt, dev.stream());
       dev.synchronize();
       res.check_call_s = now_s() - t0;
       if (st != FUSEDNORM_SUCCESS) {
@@ -503,14 +518,11 @@ struct Run {
         dev.download(r_lib.data(), g.res_buf.data() + size_t(r) * in_row, in_row);
         r_ref = res_orig[k];
       }
-      int64_t shp[2] = {1, h}, wshp[1] = {h}, sshp[2] = {1, ns}, one[1] = {1};
-      const DLDevice cpu{kDLCPU, 0};
-      DLTensor xin = tensor(x_host.data(), cpu, g.in, 2, shp), xres = tensor(r_ref.data(), cpu, g.in, 2, shp),
-               xw = tensor(w_host.data(), cpu, g.in, 1, wshp), xout = tensor(q_ref.data(), cpu, out, 2, shp),
-               xsc = m.scale_mode == FUSEDNORM_SCALE_STATIC ? tensor(&static_scale, cpu, DType::kF32, 1, one)
-                                                            : tensor(s_ref.data(), cpu, DType::kF32, 2, sshp);
+      const bool st_mode = m.scale_mode == FUSEDNORM_SCALE_STATIC;
+      CallTensors x(DLDevice{kDLCPU, 0}, g.in, out, 1, h, ns, st_mode, x_host.data(), r_ref.data(), w_host.data(),
+                    q_ref.data(), st_mode ? static_cast<void*>(&static_scale) : s_ref.data());
       const fusednorm_status st =
-          reference::rmsnorm_quant(&xin, m.residual ? &xres : nullptr, &xw, &xout, &xsc, &opt);
+          reference::rmsnorm_quant(&x.in, m.residual ? &x.res : nullptr, &x.w, &x.out, &x.sc, &opt);
       if (st != FUSEDNORM_SUCCESS) {
         res.ok = false;
         res.error = std::string("reference: ") + fusednorm_status_string(st) + ": " + fusednorm_last_error();
@@ -543,14 +555,11 @@ struct Run {
     Result res = check(g, m, out, opt);
     if (!res.ok) return res;
 
-    int64_t shp[2] = {g.rows, h}, wshp[1] = {h}, sshp[2] = {g.rows, ns}, one[1] = {1};
-    const DLDevice d = dev.dl_device();
-    DLTensor xin = tensor(g.in_buf.data(), d, g.in, 2, shp), xres = tensor(g.res_buf.data(), d, g.in, 2, shp),
-             xw = tensor(g.w_buf.data(), d, g.in, 1, wshp), xout = tensor(g.out_buf.data(), d, out, 2, shp),
-             xsc = m.scale_mode == FUSEDNORM_SCALE_STATIC ? tensor(g.static_buf.data(), d, DType::kF32, 1, one)
-                                                          : tensor(g.sc_buf.data(), d, DType::kF32, 2, sshp);
-    DLTensor* pres = m.residual ? &xres : nullptr;
-    DLTensor* psc = &xsc;
+    const bool st_mode = m.scale_mode == FUSEDNORM_SCALE_STATIC;
+    CallTensors x(dev.dl_device(), g.in, out, g.rows, h, ns, st_mode, g.in_buf.data(), g.res_buf.data(),
+                  g.w_buf.data(), g.out_buf.data(), st_mode ? g.static_buf.data() : g.sc_buf.data());
+    DLTensor* pres = m.residual ? &x.res : nullptr;
+    DLTensor* psc = &x.sc;
     const bool rotate_sc = m.scale_mode != FUSEDNORM_SCALE_STATIC;
     size_t next = 0;
     fusednorm_status bad = FUSEDNORM_SUCCESS;
@@ -558,12 +567,12 @@ struct Run {
     auto call = [&] {
       const size_t s = next;
       next = next + 1 == g.sets ? 0 : next + 1;
-      xin.data = g.in_buf.data() + s * g.in_stride;
-      xres.data = g.res_buf.data() + s * g.in_stride;
-      xw.data = g.w_buf.data() + s * g.w_stride;
-      xout.data = g.out_buf.data() + s * g.out_stride;
-      if (rotate_sc) xsc.data = g.sc_buf.data() + s * g.sc_stride;
-      const fusednorm_status st = fusednorm_rmsnorm_quant(&xin, pres, &xw, &xout, psc, &opt, stream);
+      x.in.data = g.in_buf.data() + s * g.in_stride;
+      x.res.data = g.res_buf.data() + s * g.in_stride;
+      x.w.data = g.w_buf.data() + s * g.w_stride;
+      x.out.data = g.out_buf.data() + s * g.out_stride;
+      if (rotate_sc) x.sc.data = g.sc_buf.data() + s * g.sc_stride;
+      const fusednorm_status st = fusednorm_rmsnorm_quant(&x.in, pres, &x.w, &x.out, psc, &opt, stream);
       if (st != FUSEDNORM_SUCCESS && bad == FUSEDNORM_SUCCESS) bad = st;
     };
     if (dev.is_host()) {
