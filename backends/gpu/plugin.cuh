@@ -7,10 +7,10 @@
 #include <stdio.h>
 
 #include <algorithm>
-#include <mutex>
 #include <vector>
 
 #include "backends/gpu/gpu_runtime.h"
+#include "backends/gpu/launch.cuh"
 #include "backends/gpu/rmsnorm_quant.cuh"
 #include "core/plugin_abi.h"
 
@@ -42,12 +42,6 @@ fusednorm_status vendor_error(gpuError_t e, const char* what, char* msg, size_t 
 
 int32_t g_device_count = 0;
 
-// What the launches need to know of each device, read once at init.
-struct DeviceFacts {
-  int major = 0;  // compute capability
-  int multiprocessors = 0;
-  size_t max_smem_per_block = 0;  // with the opt-in attribute
-};
 std::vector<DeviceFacts> g_devices;
 
 fusednorm_status plugin_init(char* msg, size_t n) {
@@ -123,60 +117,6 @@ int32_t access_for(const LeadShape& lead, const RowView& v, int elem_bytes, int 
   return rows_aligned(lead, v, elem_bytes) ? kElements : kBytesOnly;
 }
 
-// Resident blocks per multiprocessor of a kernel at a block shape, asked once per shape (the
-// query is host work, not a stream operation, so graph capture is unaffected).
-struct Residency {
-  KernelFn fn;
-  int device;
-  unsigned threads;
-  size_t smem;
-  int blocks_per_sm;
-};
-
-gpuError_t blocks_per_sm(KernelFn fn, int device, unsigned threads, size_t smem, int* out) {
-  static std::mutex mu;
-  static std::vector<Residency> known;
-  std::lock_guard<std::mutex> lock(mu);
-  for (const Residency& r : known)
-    if (r.fn == fn && r.device == device && r.threads == threads && r.smem == smem) {
-      *out = r.blocks_per_sm;
-      return gpuSuccess;
-    }
-  gpuError_t e = gpuSuccess;
-  if (smem > 48 * 1024) e = gpuFuncSetAttribute(fn, gpuFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-  int n = 0;
-  if (e == gpuSuccess) e = gpuOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, int(threads), smem);
-  if (e != gpuSuccess) return e;
-  n = std::max(n, 1);
-  known.push_back(Residency{fn, device, threads, smem, n});
-  *out = n;
-  return gpuSuccess;
-}
-
-// Launches on the caller's stream; on sm_90 and later with programmatic stream serialization,
-// so the launch overlaps the end of the previous kernel (the kernel waits for its memory).
-gpuError_t launch_kernel(KernelFn fn, const DeviceFacts& dev, unsigned blocks, unsigned threads, size_t smem,
-                         gpuStream_t stream, const RmsnormQuantCall& c, const RowShape& shape, const Accesses& acc,
-                         int32_t gamma_smem) {
-#if !defined(__HIPCC__)
-  if (dev.major >= 9) {
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(blocks);
-    config.blockDim = dim3(threads);
-    config.dynamicSmemBytes = smem;
-    config.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    config.attrs = attr;
-    config.numAttrs = 1;
-    return cudaLaunchKernelEx(&config, fn, c, shape, acc, gamma_smem);
-  }
-#endif
-  fn<<<dim3(blocks), dim3(threads), smem, stream>>>(c, shape, acc, gamma_smem);
-  return gpuSuccess;
-}
-
 fusednorm_status plugin_rmsnorm_quant(const RmsnormQuantCall* call, int32_t device, void* stream, char* msg,
                                       size_t n) {
   const RmsnormQuantCall& c = *call;
@@ -222,13 +162,7 @@ fusednorm_status plugin_rmsnorm_quant(const RmsnormQuantCall* call, int32_t devi
   const int32_t gamma_smem = c.norm == FUSEDNORM_NORM_RMS ? 1 : 0;
 #endif
   const size_t smem = gamma_smem ? gamma_bytes : 0;
-  int per_sm = 1;
-  gpuError_t e = blocks_per_sm(fn, device, threads, smem, &per_sm);
-  if (e != gpuSuccess) return vendor_error(e, "sizing the rmsnorm_quant grid", msg, n);
-  const int64_t groups = (c.lead.rows + shape.rows_per_block - 1) / shape.rows_per_block;
-  const int64_t blocks = std::min<int64_t>(groups, int64_t(per_sm) * dev.multiprocessors);
-  e = launch_kernel(fn, dev, unsigned(blocks), threads, smem, static_cast<gpuStream_t>(stream), c, shape, acc,
-                    gamma_smem);
+  gpuError_t e = launch_rmsnorm_quant(fn, dev, device, static_cast<gpuStream_t>(stream), c, shape, acc, smem, gamma_smem);
   if (e == gpuSuccess) e = gpuGetLastError();
   if (e != gpuSuccess) return vendor_error(e, "launching rmsnorm_quant", msg, n);
   return FUSEDNORM_SUCCESS;

@@ -1,6 +1,7 @@
 // Tuning harness for the GPU rmsnorm_quant kernel (not part of the library or the test suite):
 // compiles the kernel of backends/gpu/ for bf16 -> f8e4m3fn with the build-time knobs given as
-// -D flags (FN_GPU_KEEP_Y8/4, FN_GPU_PREFETCH8/4, FN_GPU_MAXNREG8), times a few shapes and modes with
+// -D flags (FN_GPU_KEEP_Y8/4, FN_GPU_PREFETCH8/4, FN_GPU_MAXNREG8, FN_GPU_ROW_ONCE), launches it
+// through the plugin's own launch code (backends/gpu/launch.cuh), times a few shapes and modes with
 // CUDA events over input sets larger than L2, and prints a hash of every output so that variants
 // can be checked for identical bytes. Run by tests/scripts/gpu_variants.sh on the device.
 #include <stdio.h>
@@ -9,7 +10,7 @@
 
 #include <vector>
 
-#include "backends/gpu/rmsnorm_quant.cuh"
+#include "backends/gpu/launch.cuh"
 
 using namespace fusednorm;
 using namespace fusednorm::gpu;
@@ -177,33 +178,21 @@ int main(int argc, char** argv) {
                                          : &rmsnorm_quant_kernel<DType::kBF16, DType::k_f8e4m3fn, 32, 4, 8, false>);
     const unsigned threads = unsigned(shape.rows_per_block * shape.threads_per_row);
     const size_t smem = size_t(threads) * kElemsPerThread * 4;
-    if (smem > 48 * 1024) CK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    int per_sm = 0;
-    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, threads, smem));
+    DeviceFacts facts;
+    facts.major = prop.major;
+    facts.multiprocessors = prop.multiProcessorCount;
+    int per_sm = 0;  // for the report; launch_rmsnorm_quant asks the same (cached) query
+    CK(blocks_per_sm(fn, dev, threads, smem, &per_sm));
     cudaFuncAttributes fa;
     CK(cudaFuncGetAttributes(&fa, fn));
-    const int64_t groups = (rows + shape.rows_per_block - 1) / shape.rows_per_block;
-    const int64_t blocks = std::min<int64_t>(groups, int64_t(std::max(per_sm, 1)) * prop.multiProcessorCount);
+    int64_t blocks = 0;
     const Accesses acc{kVectors, kVectors, kVectors};
     auto launch = [&](int i) {
       c.in.data = ins[i];
       c.res.data = ress[i];
       c.out.data = outs[i];
       c.scales.data = scs[i];
-      if (getenv("VARIANT_PDL")) {
-        cudaLaunchConfig_t config = {};
-        config.gridDim = dim3(unsigned(blocks));
-        config.blockDim = dim3(threads);
-        config.dynamicSmemBytes = smem;
-        cudaLaunchAttribute attr[1];
-        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attr[0].val.programmaticStreamSerializationAllowed = 1;
-        config.attrs = attr;
-        config.numAttrs = 1;
-        CK(cudaLaunchKernelEx(&config, fn, c, shape, acc, int32_t(1)));
-      } else {
-        fn<<<unsigned(blocks), threads, smem>>>(c, shape, acc, 1);
-      }
+      CK(launch_rmsnorm_quant(fn, facts, dev, nullptr, c, shape, acc, smem, 1, &blocks));
     };
     for (int i = 0; i < sets; ++i) launch(i);
     CK(cudaDeviceSynchronize());
