@@ -405,7 +405,7 @@ __device__ __forceinline__ void load_gamma(const RmsnormQuantCall& c, int32_t e,
 #define FN_KERNEL_BOUNDS(kVec) __launch_bounds__(kMaxBlockThreads)
 #else
 #ifndef FN_GPU_MAXNREG8
-#define FN_GPU_MAXNREG8 80
+#define FN_GPU_MAXNREG8 64  // measured best: 4 blocks of 256 (tests/scripts/gpu_variants.sh)
 #endif
 #define FN_KERNEL_BOUNDS(kVec) __maxnreg__((kVec) == 8 ? FN_GPU_MAXNREG8 : 64)
 #endif
