@@ -3,6 +3,8 @@
 // vendor.
 #pragma once
 
+#include <stdint.h>
+
 #if defined(__HIPCC__)
 #include <hip/hip_runtime.h>
 #define FN_GPU_VENDOR "HIP"
@@ -36,6 +38,7 @@ constexpr int kGpuWarp = 64;  // CDNA wavefront
 #define FN_GRID_CONSTANT  // kernel arguments are addressable memory already
 #define FN_STORE_GLOBAL(p, v) (*(p) = (v))
 #define FN_LOAD_RO(p) (*(p))
+__device__ __forceinline__ void gpu_prefetch_l2_range(const char*, uint32_t, int, int) {}
 __device__ __forceinline__ void gpu_wait_for_previous_grid() {}
 __device__ __forceinline__ void gpu_allow_next_grid() {}
 // HIP's __fsqrt_rn is not correctly rounded (HIP 5.2 and clang's own HIP headers through 19 map it
@@ -87,6 +90,21 @@ constexpr int kGpuWarp = 32;
 // A load through the read-only (non-coherent) path: data the kernel does not write before
 // reading it.
 #define FN_LOAD_RO(p) __ldg(p)
+// A hint that brings bytes [p, p + n) into L2, called by threads i < count together (no value is
+// read: safe before the previous grid's writes are visible, since L2 is where they land). On
+// sm_90 one bulk prefetch by thread 0 over the 16-byte granules that hold the range (they lie in
+// the same pages as the range); before, one line prefetch a thread.
+__device__ __forceinline__ void gpu_prefetch_l2_range(const char* p, uint32_t n, int i, int count) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (i == 0) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p), lo = a & ~uintptr_t(15), hi = (a + n + 15) & ~uintptr_t(15);
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(lo), "r"(uint32_t(hi - lo)) : "memory");
+  }
+#else
+  for (uint32_t off = uint32_t(i) * 128u; off < n; off += uint32_t(count) * 128u)
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p + off));
+#endif
+}
 // Programmatic dependent launch (griddepcontrol, sm_90 and later; no-ops before).
 __device__ __forceinline__ void gpu_wait_for_previous_grid() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

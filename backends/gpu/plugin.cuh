@@ -137,10 +137,10 @@ fusednorm_status plugin_rmsnorm_quant(const RmsnormQuantCall* call, int32_t devi
   acc.out = access_for(c.lead, c.out, 1, shape.vec);
   acc.w = access_for(one_row, wv, w_bytes, shape.vec * w_bytes);
 
-  // The fast kernel: vector access everywhere, whole steps, one leading dimension (the same
-  // arithmetic as the general one; only its element paths are gone).
+  // The fast kernel: vector access everywhere, whole steps of a count it is made for, one
+  // leading dimension (the same arithmetic as the general one; only its element paths are gone).
   const bool fast = acc.in == kVectors && acc.out == kVectors && acc.w == kVectors && c.h % shape.partials == 0 &&
-                    c.lead.ndim <= 1;
+                    c.lead.ndim <= 1 && fast_steps(shape);
   KernelFn fn = nullptr;
   switch (c.in_type) {
     case DType::kF32: fn = rmsnorm_quant_kernel_for<DType::kF32>(c.out_type, shape, fast); break;
@@ -152,7 +152,7 @@ fusednorm_status plugin_rmsnorm_quant(const RmsnormQuantCall* call, int32_t devi
   const unsigned threads = unsigned(shape.rows_per_block * shape.threads_per_row);
   // g = w + offset in shared memory (each thread's slice): always on CUDA (sm_80 and later have
   // room for the largest, 128 KiB), where the device has room for it on HIP.
-  const size_t gamma_bytes = size_t(threads) * kElemsPerThread * sizeof(float);
+  const size_t gamma_bytes = size_t(threads) * shape.vec * kernel_steps(shape, fast) * sizeof(float);
 #if defined(__HIPCC__)
   const int32_t gamma_smem = c.norm == FUSEDNORM_NORM_RMS && gamma_bytes <= dev.max_smem_per_block ? 1 : 0;
 #else

@@ -19,6 +19,9 @@
 namespace fusednorm {
 namespace gpu {
 
+// log2 of a power of two, at compile time.
+__host__ __device__ constexpr int ilog2(int v) { return v <= 1 ? 0 : 1 + ilog2(v / 2); }
+
 constexpr int kElemsPerThread = 32;  // kVec * kSteps: the row share a thread keeps in registers
 constexpr int kMaxBlockThreads = 1024;
 constexpr int kMaxSteps = 8;
@@ -256,13 +259,19 @@ __device__ __forceinline__ uint32_t encode4(const float v[4]) {
   return soft_encode4<kOut>(v);
 }
 
-// Scales go through byte stores: few per row, and a scale tensor may sit at any alignment.
-// `base` is the row's scale pointer (or, packed, its output row + H).
+// A scale is one store where its address is aligned for its size, else bytes (a scale tensor
+// may sit at any alignment). `base` is the row's scale pointer (or, packed, its output row + H).
 __device__ __forceinline__ void store_scale(const RmsnormQuantCall& c, char* base, int32_t group, uint32_t stored) {
   char* p = c.packed ? base : base + group * c.scale_col_stride;
   const int bytes = c.packed || c.scale_type == math::ScaleType::kF32 ? 4
                     : c.scale_type == math::ScaleType::kE8M0        ? 1
                                                                      : 2;
+  if ((reinterpret_cast<uintptr_t>(p) & uintptr_t(bytes - 1)) == 0) {
+    if (bytes == 4) FN_STORE_GLOBAL(reinterpret_cast<uint32_t*>(p), stored);
+    else if (bytes == 2) FN_STORE_GLOBAL(reinterpret_cast<uint16_t*>(p), uint16_t(stored));
+    else FN_STORE_GLOBAL(reinterpret_cast<uint8_t*>(p), uint8_t(stored));
+    return;
+  }
   for (int b = 0; b < bytes; ++b) reinterpret_cast<uint8_t*>(p)[b] = uint8_t(stored >> (8 * b));
 }
 
@@ -300,8 +309,9 @@ __device__ __forceinline__ uint32_t lanes_max(uint32_t v, int lanes) {
 #define FN_GPU_ROW_ONCE 1  // tuning knob: 0 = every warp of the row evaluates the formula
 #endif
 template <int kWarp, class T, class Combine, class Finish>
-__device__ __forceinline__ auto row_reduce_finish(T v, int t, int threads_per_row, T* red, Combine combine,
-                                                  Finish finish, decltype(finish(v))* out) -> decltype(finish(v)) {
+__device__ __forceinline__ auto row_reduce_finish(T v, int t, int threads_per_row, int row_in_block, T* red,
+                                                  Combine combine, Finish finish, decltype(finish(v))* out)
+    -> decltype(finish(v)) {
   if (threads_per_row >= kWarp) {
 #pragma unroll
     for (int m = 1; m < kWarp; m *= 2) v = combine(v, FN_SHFL_XOR(v, m, kWarp));
@@ -311,8 +321,8 @@ __device__ __forceinline__ auto row_reduce_finish(T v, int t, int threads_per_ro
       if (m < threads_per_row) v = combine(v, FN_SHFL_XOR(v, m, kWarp));
   }
   if (threads_per_row <= kWarp) return finish(v);
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int first = warp - t / kWarp, row_in_block = threadIdx.x / threads_per_row;
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;  // kWarp: a power of two
+  const int first = warp - t / kWarp;
   if (lane == 0) red[warp] = v;
   __syncthreads();
   if (!FN_GPU_ROW_ONCE || warp == first) {
@@ -384,21 +394,6 @@ __device__ __forceinline__ void load_gamma(const RmsnormQuantCall& c, int32_t e,
 
 // ---------------------------------------------------------------- the kernel
 
-// Tuning knobs per vector width (tests/scripts/gpu_variants.sh measures them): keep y for the
-// whole row or compute it again where needed; load the next row while working on this one.
-#ifndef FN_GPU_KEEP_Y8
-#define FN_GPU_KEEP_Y8 1
-#endif
-#ifndef FN_GPU_PREFETCH8
-#define FN_GPU_PREFETCH8 0
-#endif
-#ifndef FN_GPU_KEEP_Y4
-#define FN_GPU_KEEP_Y4 1
-#endif
-#ifndef FN_GPU_PREFETCH4
-#define FN_GPU_PREFETCH4 0
-#endif
-
 // Register budget: a block of up to 1024 threads (kVec 4) must fit 64 registers a thread; the
 // kVec 8 kernels (at most 512 threads) may use FN_GPU_MAXNREG8.
 #if defined(__HIPCC__)
@@ -410,17 +405,22 @@ __device__ __forceinline__ void load_gamma(const RmsnormQuantCall& c, int32_t e,
 #define FN_KERNEL_BOUNDS(kVec) __maxnreg__((kVec) == 8 ? FN_GPU_MAXNREG8 : 64)
 #endif
 
-// kFast: every view is vector-aligned, H is a multiple of P (whole steps) and the rows have one
-// leading dimension; the kernel then has no element paths at all.
+// The fast kernels: every view is vector-aligned, the rows have one leading dimension, and a row
+// is exactly kSteps whole steps (H = kSteps * P), so the kernel has no element paths and no
+// per-step conditions. Steps 4 take 8-element vectors, steps 5 to 8 take 4-element vectors; any
+// other shape (H < 64) takes the general kernel.
+inline bool fast_steps(const RowShape& s) {
+  return s.vec == 8 ? s.steps == kElemsPerThread / 8 : s.steps > kElemsPerThread / 8 && s.steps <= kElemsPerThread / 4;
+}
+// Steps a thread holds in the kernel chosen (the weight table in shared memory has that many).
+inline int kernel_steps(const RowShape& s, bool fast) { return fast ? s.steps : kElemsPerThread / s.vec; }
+
 template <DType kIn, DType kOut, int kWarp, int kVec, int kSteps, bool kFast>
 __global__ void FN_KERNEL_BOUNDS(kVec)
     rmsnorm_quant_kernel(FN_GRID_CONSTANT const RmsnormQuantCall c, const RowShape shape, const Accesses acc, const int32_t gamma_smem) {
   using In = InTraits<kIn>;
   using InVec = Vec<In::kBytes, kVec>;
   constexpr int kW = InVec::kWords;
-  // Prefetching the next row costs kSteps * kW registers: worth it for 16-bit inputs (16).
-  constexpr bool kPrefetch = (kVec == 8 ? FN_GPU_PREFETCH8 : FN_GPU_PREFETCH4) && In::kBytes == 2;
-  constexpr bool kKeepY = kVec == 8 ? FN_GPU_KEEP_Y8 : FN_GPU_KEEP_Y4;
 #if defined(__HIPCC__)
   constexpr bool kGammaSmem = false;  // 64 KiB of LDS: the host decides per shape
 #else
@@ -437,72 +437,101 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
   // so no barrier guards it.
   extern __shared__ float4 gamma_tab[];
 
-  // Programmatic dependent launch (sm_90): this grid may start while the previous kernel of the
-  // stream finishes; it waits for that kernel's memory before touching any, and lets the next
-  // kernel start its own launch at once.
-  gpu_wait_for_previous_grid();
-  gpu_allow_next_grid();
-
-  const int T = shape.threads_per_row, P = shape.partials, S = shape.steps, R = shape.rows_per_block;
+  const int T = shape.threads_per_row, P = shape.partials, R = shape.rows_per_block;
+  const int S = kFast ? kSteps : shape.steps;
   // T, P and every group size below H are powers of two: shifts and masks, no divisions.
   const int t = threadIdx.x & (T - 1);
   const int rib = threadIdx.x >> (__ffs(T) - 1);
   const int32_t h = int32_t(c.h);  // <= 32768: offsets inside a row are 32-bit
   const int64_t groups = (c.lead.rows + R - 1) / R;
   const bool norm = c.norm == FUSEDNORM_NORM_RMS;
+  const int w_bytes = c.w_type == DType::kF32 ? 4 : 2;
 
-  // Element offset of this thread's vector in step s.
-  auto elem0 = [&](int s) { return int32_t(s * P + kVec * t); };
+  // Element offset of this thread's vector in step s. `tl` is t, laundered once a row (below) so
+  // that the compiler derives the offsets inside the row loop instead of keeping them all live
+  // across it (which spilled).
+  int tl = t;
+  auto elem0 = [&](int s) { return int32_t(s * P + kVec * tl); };
 
-  float static_r = 0.0f;  // static scale: one multiplier for the whole call (first row)
-
-  auto load_row = [&](int64_t grp, uint32_t raw[kSteps][kW]) {
+  // L2 warm-up of a row group's input (and residual) rows: the fast kernels' rows are contiguous.
+  auto prefetch_rows = [&](int64_t grp) {
     const int64_t row = grp * R + rib;
-    const bool active = grp < groups && row < c.lead.rows;
-    const char* in = active ? row_at<kFast>(c.lead, c.in, row) : nullptr;
-#pragma unroll
-    for (int s = 0; s < kSteps; ++s) {
-#pragma unroll
-      for (int i = 0; i < kW; ++i) raw[s][i] = 0;
-      if (active && s < S) load_vec<In::kBytes, kVec, kFast>(in, elem0(s), h, acc.in, raw[s]);
-    }
+    if (!kFast || grp >= groups || row >= c.lead.rows) return;
+    const uint32_t bytes = uint32_t(h) * In::kBytes;
+    gpu_prefetch_l2_range(row_at<kFast>(c.lead, c.in, row), bytes, t, T);
+    if (c.res.data != nullptr) gpu_prefetch_l2_range(row_at<kFast>(c.lead, c.res, row), bytes, t, T);
   };
 
-  uint32_t next[kSteps][kW];
-  if (kPrefetch) load_row(blockIdx.x, next);
+  // Programmatic dependent launch (sm_90): this grid may start while the previous kernel of the
+  // stream finishes. Until that kernel's memory is visible it only warms L2 with the block's
+  // first rows and the weight (hints: no value is read), then it waits, and lets the next kernel
+  // start its own launch at once.
+  prefetch_rows(blockIdx.x);
+  if (kFast && norm && rib == 0) gpu_prefetch_l2_range(c.weight, uint32_t(h) * w_bytes, t, T);
+  gpu_wait_for_previous_grid();
+  gpu_allow_next_grid();
+
+  float static_r = 0.0f;  // static scale: one multiplier for the whole call (first row)
   int parity = 0;
 
   for (int64_t grp = blockIdx.x; grp < groups; grp += gridDim.x, parity ^= 1) {
     const int64_t row = grp * R + rib;
     const bool active = row < c.lead.rows;  // inactive threads still join every barrier
+    asm volatile("" : "+r"(tl));
+    prefetch_rows(grp + gridDim.x);  // the block's next rows, into L2 while this one is worked on
 
-    uint32_t raw[kSteps][kW];
-    if (kPrefetch) {
-#pragma unroll
-      for (int s = 0; s < kSteps; ++s)
-#pragma unroll
-        for (int i = 0; i < kW; ++i) raw[s][i] = next[s][i];
-      load_row(grp + gridDim.x, next);
-    } else {
-      load_row(grp, raw);
-    }
-
-    // Once per block, after the first row's loads are on their way: the static multiplier and
-    // the weight table.
-    if (c.mode == FUSEDNORM_SCALE_STATIC && grp == blockIdx.x) {
-      uint32_t sbits;
-      memcpy(&sbits, c.static_scale, 4);  // any alignment
-      static_r = math::div_rn(1.0f, math::float_of(sbits));
-    }
-    if ((kGammaSmem || gamma_smem) && norm && grp == blockIdx.x) {
+    // x: the row's elements as f32 (0 past H), then y = (x * inv) * g in place.
+    float x[kSteps][kVec];
+      uint32_t raw[kSteps][kW];
+    {
+      const char* in = active ? row_at<kFast>(c.lead, c.in, row) : nullptr;
 #pragma unroll
       for (int s = 0; s < kSteps; ++s) {
-        float g[kVec];
-        if (s < S) load_gamma<kVec, kFast>(c, elem0(s), h, acc.w, g);
 #pragma unroll
-        for (int q = 0; q < kVec / 4; ++q)
-          gamma_tab[(s * (kVec / 4) + q) * blockDim.x + threadIdx.x] =
-              s < S ? make_float4(g[4 * q], g[4 * q + 1], g[4 * q + 2], g[4 * q + 3]) : make_float4(0, 0, 0, 0);
+        for (int i = 0; i < kW; ++i) raw[s][i] = 0;
+        if (active && s < S) load_vec<In::kBytes, kVec, kFast>(in, elem0(s), h, acc.in, raw[s]);
+      }
+
+      // Once per block, after the first row's loads are on their way: the static multiplier and
+      // the weight table.
+      if (c.mode == FUSEDNORM_SCALE_STATIC && grp == blockIdx.x) {
+        uint32_t sbits;
+        memcpy(&sbits, c.static_scale, 4);  // any alignment
+        static_r = math::div_rn(1.0f, math::float_of(sbits));
+      }
+      if ((kGammaSmem || gamma_smem) && norm && grp == blockIdx.x) {
+#pragma unroll
+        for (int s = 0; s < kSteps; ++s) {
+          float g[kVec];
+          if (s < S) load_gamma<kVec, kFast>(c, elem0(s), h, acc.w, g);
+#pragma unroll
+          for (int q = 0; q < kVec / 4; ++q)
+            gamma_tab[(s * (kVec / 4) + q) * blockDim.x + threadIdx.x] =
+                s < S ? make_float4(g[4 * q], g[4 * q + 1], g[4 * q + 2], g[4 * q + 3]) : make_float4(0, 0, 0, 0);
+        }
+      }
+
+      // 1. Residual: x + res rounded to the input dtype, written back to res; x is that sum.
+      if (c.res.data != nullptr && active) {
+        char* res = row_at<kFast>(c.lead, c.res, row);
+#pragma unroll
+        for (int s = 0; s < kSteps; ++s) {
+          if (s >= S) continue;
+          const int32_t e = elem0(s);
+          uint32_t rw[kW];
+          load_vec<In::kBytes, kVec, kFast>(res, e, h, acc.in, rw);
+          uint32_t sum[kW];
+#pragma unroll
+          for (int i = 0; i < kW; ++i) sum[i] = 0;
+#pragma unroll
+          for (int j = 0; j < kVec; ++j) {
+            const uint32_t b = kFast || e + j < h ? In::encode(math::add_rn(In::get(raw[s], j), In::get(rw, j))) : 0u;
+            sum[j / InVec::kPerWord] |= b << (8 * In::kBytes * (j % InVec::kPerWord));
+          }
+          store_vec<In::kBytes, kVec, kFast>(res, e, h, acc.in, sum);
+#pragma unroll
+          for (int i = 0; i < kW; ++i) raw[s][i] = sum[i];
+        }
       }
     }
 
@@ -510,29 +539,6 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
     char* scale_base = !active || c.mode == FUSEDNORM_SCALE_STATIC ? nullptr
                        : c.packed                              ? out + h
                                                                : row_at<kFast>(c.lead, c.scales, row);
-
-    // 1. Residual: x + res rounded to the input dtype, written back to res; x is that sum.
-    if (c.res.data != nullptr && active) {
-      char* res = row_at<kFast>(c.lead, c.res, row);
-#pragma unroll
-      for (int s = 0; s < kSteps; ++s) {
-        if (s >= S) continue;
-        const int32_t e = elem0(s);
-        uint32_t rw[kW];
-        load_vec<In::kBytes, kVec, kFast>(res, e, h, acc.in, rw);
-        uint32_t sum[kW];
-#pragma unroll
-        for (int i = 0; i < kW; ++i) sum[i] = 0;
-#pragma unroll
-        for (int j = 0; j < kVec; ++j) {
-          const uint32_t b = kFast || e + j < h ? In::encode(math::add_rn(In::get(raw[s], j), In::get(rw, j))) : 0u;
-          sum[j / InVec::kPerWord] |= b << (8 * In::kBytes * (j % InVec::kPerWord));
-        }
-        store_vec<In::kBytes, kVec, kFast>(res, e, h, acc.in, sum);
-#pragma unroll
-        for (int i = 0; i < kW; ++i) raw[s][i] = sum[i];
-      }
-    }
 
     // 2. Sum of squares in the canonical order, inv_rms. Elements past H are 0 and add nothing.
     float inv = 1.0f;
@@ -543,27 +549,24 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
 #pragma unroll
       for (int s = 0; s < kSteps; ++s)
 #pragma unroll
-        for (int j = 0; j < kVec; ++j) {
-          const float x = In::get(raw[s], j);
-          part[j] = math::add_rn(part[j], math::mul_rn(x, x));
-        }
+        for (int j = 0; j < kVec; ++j) part[j] = math::add_rn(part[j], math::mul_rn(In::get(raw[s], j), In::get(raw[s], j)));
 #pragma unroll
       for (int n = kVec; n > 1; n /= 2)
 #pragma unroll
         for (int j = 0; j < n / 2; ++j) part[j] = math::add_rn(part[2 * j], part[2 * j + 1]);
       const float len = math::length_f32(h), eps = c.eps;
       inv = row_reduce_finish<kWarp>(
-          part[0], t, T, red_sum[parity], [](float a, float b) { return math::add_rn(a, b); },
+          part[0], t, T, rib, red_sum[parity], [](float a, float b) { return math::add_rn(a, b); },
           [len, eps](float ss) { return math::inv_rms(ss, len, eps); }, inv_of_row[parity]);
     }
 
-    // 3. y = (x * inv) * g for a step's vector; elements past H are 0. Kept for the whole row
-    // (kKeepY) or computed again where it is needed (fewer registers, more rows in flight).
-    auto compute_y = [&](int s, float y[kVec]) {
+    // 3. y = (x * inv) * g, in place; 0 past H (and in steps past the row).
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s) {
       if (s >= S) {  // uniform: a step past the row
 #pragma unroll
-        for (int j = 0; j < kVec; ++j) y[j] = 0.0f;
-        return;
+        for (int j = 0; j < kVec; ++j) x[s][j] = 0.0f;
+        continue;
       }
       const int32_t e = elem0(s);
       if (norm) {
@@ -578,42 +581,30 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
           load_gamma<kVec, kFast>(c, e, h, acc.w, g);
         }
 #pragma unroll
-        for (int j = 0; j < kVec; ++j) y[j] = math::norm_apply(In::get(raw[s], j), inv, g[j]);
+        for (int j = 0; j < kVec; ++j) x[s][j] = math::norm_apply(In::get(raw[s], j), inv, g[j]);
       } else {
-#pragma unroll
-        for (int j = 0; j < kVec; ++j) y[j] = In::get(raw[s], j);
+        for (int j = 0; j < kVec; ++j) x[s][j] = In::get(raw[s], j);
       }
       if (!kFast && e + kVec > h) {
 #pragma unroll
         for (int j = 0; j < kVec; ++j)
-          if (e + j >= h) y[j] = 0.0f;
+          if (e + j >= h) x[s][j] = 0.0f;
       }
-    };
-    float kept[kKeepY ? kSteps : 1][kVec];
-    if (kKeepY) {
-#pragma unroll
-      for (int s = 0; s < kSteps; ++s) compute_y(s, kept[kKeepY ? s : 0]);
     }
-    auto get_y = [&](int s, float y[kVec]) {
-      if (kKeepY) {
-#pragma unroll
-        for (int j = 0; j < kVec; ++j) y[j] = kept[kKeepY ? s : 0][j];
-      } else {
-        compute_y(s, y);
-      }
-    };
+    float (&y)[kSteps][kVec] = x;
+
     // max |y| as bits: see AbsMax.
-    auto unit_max = [&](const float y[kVec], AbsMax m) {
+    auto unit_max = [&](const float v[kVec], AbsMax m) {
 #pragma unroll
-      for (int j = 0; j < kVec; ++j) m.add(y[j]);
+      for (int j = 0; j < kVec; ++j) m.add(v[j]);
       return m;
     };
     // 5. Encode and store a step's kVec codes (the clamp only where the caller set a qmax).
-    auto encode_store = [&](int s, const float y[kVec], float r) {
+    auto encode_store = [&](int s, float r) {
       if (!active || s >= S) return;
       float q[kVec];
 #pragma unroll
-      for (int j = 0; j < kVec; ++j) q[j] = math::mul_rn(y[j], r);
+      for (int j = 0; j < kVec; ++j) q[j] = math::mul_rn(y[s][j], r);
       if (c.qclamp < INFINITY) {
 #pragma unroll
         for (int j = 0; j < kVec; ++j) q[j] = math::clamp_sym(q[j], c.qclamp);
@@ -629,72 +620,58 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
     const int32_t g = c.group >= h ? h : int32_t(c.group);
     if (c.mode == FUSEDNORM_SCALE_STATIC) {
 #pragma unroll
-      for (int s = 0; s < kSteps; ++s) {
-        float y[kVec];
-        get_y(s, y);
-        encode_store(s, y, static_r);
-      }
+      for (int s = 0; s < kSteps; ++s) encode_store(s, static_r);
     } else if (g < h && g <= P) {
       // Groups inside a step: G / kVec adjacent lanes share one (G >= 32, so lanes >= kSteps).
-      const int lanes = g / kVec;
-      const int lane = threadIdx.x & (kWarp - 1);
+      // (Powers of two throughout: shifts, no divisions.)
       const int lg = __ffs(g) - 1;
+      const int lg_lanes = lg - ilog2(kVec), lanes = 1 << lg_lanes;
+      const int lane = threadIdx.x & (kWarp - 1);
       // A warp holds Q = kWarp / lanes groups a step, kSteps * Q <= kWarp in all: lane
       // s * Q + q computes the scale of group q of step s, so the warp runs the scale formula
       // (two correctly rounded divisions) once instead of once a step; shuffles carry the
       // maxima there and the multipliers and stored scales back.
-      const int q_count = kWarp / lanes;
+      const int lg_q = ilog2(kWarp) - lg_lanes, q_count = 1 << lg_q;
       uint32_t mine = 0;
 #pragma unroll
       for (int s = 0; s < kSteps; ++s) {
-        float y[kVec];
-        get_y(s, y);
-        const uint32_t m = lanes_max<kWarp>(unit_max(y, AbsMax()).bits(), lanes);
-        const uint32_t v = FN_SHFL(m, (lane & (q_count - 1)) * lanes, kWarp);
-        if (lane / q_count == s) mine = v;
+        const uint32_t m = lanes_max<kWarp>(unit_max(y[s], AbsMax()).bits(), lanes);
+        const uint32_t v = FN_SHFL(m, (lane & (q_count - 1)) << lg_lanes, kWarp);
+        if ((lane >> lg_q) == s) mine = v;
       }
       const math::DynamicScale ds = math::dynamic_scale(mine, c.qmax, c.scale_ub, c.min_scale, c.scale_type);
 #pragma unroll
       for (int s = 0; s < kSteps; ++s) {
-        const int src = s * q_count + lane / lanes;
+        const int src = s * q_count + (lane >> lg_lanes);
         const float r = FN_SHFL(ds.r, src, kWarp);
         const uint32_t stored = FN_SHFL(ds.stored, src, kWarp);
         const int32_t e = elem0(s);
         if (active && s < S && e < h && (t & (lanes - 1)) == 0) store_scale(c, scale_base, e >> lg, stored);
-        float y[kVec];
-        get_y(s, y);
-        encode_store(s, y, r);
+        encode_store(s, r);
       }
     } else {
-      const int per = g >= h ? kSteps : g >> (__ffs(P) - 1);  // steps a unit (a power of two)
+      // Steps a unit: the row, or G / P (a power of two) steps of it.
+      const int per = g >= h ? kSteps : g >> (__ffs(P) - 1);
       uint32_t* red = red_max[parity];
 #pragma unroll
       for (int s0 = 0; s0 < kSteps; s0 += 1) {
-        if ((s0 & (per - 1)) != 0) continue;
+        if (per == kSteps ? s0 != 0 : (s0 & (per - 1)) != 0) continue;
         AbsMax am;
 #pragma unroll
         for (int s = 0; s < kSteps; ++s)
-          if (s >= s0 && s < s0 + per) {
-            float y[kVec];
-            get_y(s, y);
-            am = unit_max(y, am);
-          }
+          if (s >= s0 && s < s0 + per) am = unit_max(y[s], am);
         if (per != kSteps) __syncthreads();  // several units a row: `red` is reused at once
         const float qmax = c.qmax, scale_ub = c.scale_ub, min_scale = c.min_scale;
         const math::ScaleType scale_type = c.scale_type;
         const math::DynamicScale ds = row_reduce_finish<kWarp>(
-            am.bits(), t, T, red, [](uint32_t a, uint32_t b) { return a > b ? a : b; },
+            am.bits(), t, T, rib, red, [](uint32_t a, uint32_t b) { return a > b ? a : b; },
             [=](uint32_t m) { return math::dynamic_scale(m, qmax, scale_ub, min_scale, scale_type); },
             scale_of_row[parity]);
         if (active && t == 0 && s0 * P < h)
           store_scale(c, scale_base, g >= h ? 0 : (s0 * P) >> (__ffs(g) - 1), ds.stored);
 #pragma unroll
         for (int s = 0; s < kSteps; ++s)
-          if (s >= s0 && s < s0 + per) {
-            float y[kVec];
-            get_y(s, y);
-            encode_store(s, y, ds.r);
-          }
+          if (s >= s0 && s < s0 + per) encode_store(s, ds.r);
       }
     }
   }
@@ -722,23 +699,35 @@ __global__ void verify_encoder_kernel(uint64_t base, uint64_t n, unsigned long l
 
 using KernelFn = void (*)(const RmsnormQuantCall, const RowShape, const Accesses, const int32_t);
 
+// The kernel for a format pair and shape: the general kernel (8- or 4-element vectors), or the
+// fast kernel of the row's exact step count (fast_steps(shape) must hold).
+template <DType kIn, DType kOut>
+KernelFn rmsnorm_quant_kernel_pick(const RowShape& shape, bool fast) {
+  constexpr int kWarp = kGpuWarp;
+  if (!fast)
+    return shape.vec == 8 ? &rmsnorm_quant_kernel<kIn, kOut, kWarp, 8, kElemsPerThread / 8, false>
+                          : &rmsnorm_quant_kernel<kIn, kOut, kWarp, 4, kElemsPerThread / 4, false>;
+  static_assert(kElemsPerThread == 32, "the fast kernels below hold 4 steps of 8 or 5 to 8 steps of 4");
+  switch (shape.steps) {
+    case 4: return &rmsnorm_quant_kernel<kIn, kOut, kWarp, 8, 4, true>;
+    case 5: return &rmsnorm_quant_kernel<kIn, kOut, kWarp, 4, 5, true>;
+    case 6: return &rmsnorm_quant_kernel<kIn, kOut, kWarp, 4, 6, true>;
+    case 7: return &rmsnorm_quant_kernel<kIn, kOut, kWarp, 4, 7, true>;
+    case 8: return &rmsnorm_quant_kernel<kIn, kOut, kWarp, 4, 8, true>;
+    default: return nullptr;
+  }
+}
+
 // The kernel for an input dtype, output format and shape (one translation unit per input dtype
 // in the CUDA build, so the instantiations compile in parallel; see backends/cuda/).
 template <DType kIn>
 KernelFn rmsnorm_quant_kernel_for(DType out, const RowShape& shape, bool fast) {
   switch (out) {
-#define FN_CHOOSE(kOut)                                                                                   \
-  case kOut:                                                                                              \
-    if (fast)                                                                                             \
-      return shape.vec == 8 ? &rmsnorm_quant_kernel<kIn, kOut, kGpuWarp, 8, kElemsPerThread / 8, true>   \
-                            : &rmsnorm_quant_kernel<kIn, kOut, kGpuWarp, 4, kElemsPerThread / 4, true>;  \
-    return shape.vec == 8 ? &rmsnorm_quant_kernel<kIn, kOut, kGpuWarp, 8, kElemsPerThread / 8, false>    \
-                          : &rmsnorm_quant_kernel<kIn, kOut, kGpuWarp, 4, kElemsPerThread / 4, false>;
-#define FN_MINIFLOAT(name, ...) FN_CHOOSE(DType::k_##name)
+#define FN_MINIFLOAT(name, ...) \
+  case DType::k_##name: return rmsnorm_quant_kernel_pick<kIn, DType::k_##name>(shape, fast);
 #include "math/formats.inc"
 #undef FN_MINIFLOAT
-    FN_CHOOSE(DType::kI8)
-#undef FN_CHOOSE
+    case DType::kI8: return rmsnorm_quant_kernel_pick<kIn, DType::kI8>(shape, fast);
     default: return nullptr;
   }
 }

@@ -1,6 +1,6 @@
 // Tuning harness for the GPU rmsnorm_quant kernel (not part of the library or the test suite):
 // compiles the kernel of backends/gpu/ for bf16 -> f8e4m3fn with the build-time knobs given as
-// -D flags (FN_GPU_KEEP_Y8/4, FN_GPU_PREFETCH8/4, FN_GPU_MAXNREG8, FN_GPU_ROW_ONCE), launches it
+// -D flags (FN_GPU_MAXNREG8, FN_GPU_ROW_ONCE), launches it
 // through the plugin's own launch code (backends/gpu/launch.cuh), times a few shapes and modes with
 // CUDA events over input sets larger than L2, and prints a hash of every output so that variants
 // can be checked for identical bytes. Run by tests/scripts/gpu_variants.sh on the device.
@@ -63,8 +63,7 @@ int main(int argc, char** argv) {
   CK(cudaSetDevice(dev));
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, dev));
-  printf("# variant vec8: keep_y=%d prefetch=%d maxnreg=%d; vec4: keep_y=%d prefetch=%d; row_once=%d; on %s\n",
-         FN_GPU_KEEP_Y8, FN_GPU_PREFETCH8, FN_GPU_MAXNREG8, FN_GPU_KEEP_Y4, FN_GPU_PREFETCH4, FN_GPU_ROW_ONCE, prop.name);
+  printf("# variant vec8 maxnreg=%d; row_once=%d; on %s\n", FN_GPU_MAXNREG8, FN_GPU_ROW_ONCE, prop.name);
 
   if (argc > 1 && strcmp(argv[1], "nan") == 0) {
     unsigned* seen;
@@ -171,13 +170,10 @@ int main(int argc, char** argv) {
       c.scale_col_stride = 4;
     }
     const RowShape shape = row_shape(h);
-    const bool fast = getenv("VARIANT_GENERAL") == nullptr;
-    KernelFn fn = shape.vec == 8 ? (fast ? &rmsnorm_quant_kernel<DType::kBF16, DType::k_f8e4m3fn, 32, 8, 4, true>
-                                         : &rmsnorm_quant_kernel<DType::kBF16, DType::k_f8e4m3fn, 32, 8, 4, false>)
-                                 : (fast ? &rmsnorm_quant_kernel<DType::kBF16, DType::k_f8e4m3fn, 32, 4, 8, true>
-                                         : &rmsnorm_quant_kernel<DType::kBF16, DType::k_f8e4m3fn, 32, 4, 8, false>);
+    const bool fast = getenv("VARIANT_GENERAL") == nullptr && fast_steps(shape);
+    KernelFn fn = rmsnorm_quant_kernel_pick<DType::kBF16, DType::k_f8e4m3fn>(shape, fast);
     const unsigned threads = unsigned(shape.rows_per_block * shape.threads_per_row);
-    const size_t smem = size_t(threads) * kElemsPerThread * 4;
+    const size_t smem = size_t(threads) * shape.vec * kernel_steps(shape, fast) * 4;
     DeviceFacts facts;
     facts.major = prop.major;
     facts.multiprocessors = prop.multiProcessorCount;

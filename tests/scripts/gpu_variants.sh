@@ -2,7 +2,7 @@
 # Tuning run on the device: builds tests/bench/gpu_variants.cu once per knob setting (in
 # parallel) and runs each; logs under ${OUT:-build-gpu/out}. DLPack's header comes from the
 # system or from the .deb in ${FUSEDNORM_DEPS_DIR:-.deps} (see tests/scripts/gpu.sh). Usage:
-#   bash tests/scripts/gpu_variants.sh "KEEP_Y8 PREFETCH8 MAXNREG8 KEEP_Y4 PREFETCH4 [ROW_ONCE]" ...
+#   bash tests/scripts/gpu_variants.sh "MAXNREG8 [ROW_ONCE]" ...
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-$PWD/build-gpu/out}
@@ -15,9 +15,9 @@ if [ ! -f /usr/include/dlpack/dlpack.h ]; then
 fi
 variants=("$@")
 for i in "${!variants[@]}"; do
-  read -r ky8 pf8 nr8 ky4 pf4 once <<<"${variants[$i]}"
+  read -r nr8 once <<<"${variants[$i]}"
   nvcc -std=c++17 -O3 -arch=sm_90a -fmad=false -Xptxas -v -Iinclude -Isrc -I. "${inc[@]}" \
-    -DFN_GPU_KEEP_Y8=$ky8 -DFN_GPU_PREFETCH8=$pf8 -DFN_GPU_MAXNREG8=$nr8 -DFN_GPU_KEEP_Y4=$ky4 -DFN_GPU_PREFETCH4=$pf4 \
+    -DFN_GPU_MAXNREG8=$nr8 \
     -DFN_GPU_ROW_ONCE=${once:-1} \
     -o build-gpu/variants/v$i tests/bench/gpu_variants.cu >"$out/build_v$i.log" 2>&1 &
 done
@@ -29,11 +29,12 @@ for i in "${!variants[@]}"; do
     echo "variant ${variants[$i]}: build failed"; tail -20 "$out/build_v$i.log"
   fi
 done
-# VARIANT_NCU=1: Nsight Compute on one launch of the first variant (dynamic per-row, 16384 x 8192):
+# VARIANT_NCU=1: Nsight Compute on one launch of the first variant (the case VARIANT_NCU_CASE,
+# default dynamic per-row 16384 x 8192):
 # the details and the per-instruction source view (SASS, with executed counts) as text.
 if [ -n "${VARIANT_NCU:-}" ] && [ -x build-gpu/variants/v0 ]; then
   VARIANT_REPS=4 ncu --clock-control none --kernel-name regex:rmsnorm_quant_kernel --launch-skip 2 --launch-count 1 \
-    --set full --import-source no -o "$out/variant_prof" -f build-gpu/variants/v0 row:16384:8192 >"$out/ncu_run.txt" 2>&1
+    --set full --import-source no -o "$out/variant_prof" -f build-gpu/variants/v0 "${VARIANT_NCU_CASE:-row:16384:8192}" >"$out/ncu_run.txt" 2>&1
   ncu --import "$out/variant_prof.ncu-rep" --print-details all >"$out/ncu_details.txt" 2>&1
   ncu --import "$out/variant_prof.ncu-rep" --page source --csv --print-source sass >"$out/ncu_source.csv" 2>&1
   rm -f "$out/variant_prof.ncu-rep"
