@@ -39,6 +39,9 @@ constexpr int kGpuWarp = 64;  // CDNA wavefront
 #define FN_STORE_GLOBAL(p, v) (*(p) = (v))
 #define FN_LOAD_RO(p) (*(p))
 __device__ __forceinline__ void gpu_prefetch_l2_range(const char*, uint32_t, int, int) {}
+// An opaque copy of a per-thread value (a vector register): the compiler cannot see through it,
+// so what is derived from it is computed after this point, not hoisted before it.
+__device__ __forceinline__ void gpu_launder(int& v) { asm volatile("" : "+v"(v)); }
 __device__ __forceinline__ void gpu_wait_for_previous_grid() {}
 __device__ __forceinline__ void gpu_allow_next_grid() {}
 // HIP's __fsqrt_rn is not correctly rounded (HIP 5.2 and clang's own HIP headers through 19 map it
@@ -105,6 +108,9 @@ __device__ __forceinline__ void gpu_prefetch_l2_range(const char* p, uint32_t n,
     asm volatile("prefetch.global.L2 [%0];" ::"l"(p + off));
 #endif
 }
+// An opaque copy of a per-thread value: the compiler cannot see through it, so what is derived
+// from it is computed after this point, not hoisted before it.
+__device__ __forceinline__ void gpu_launder(int& v) { asm volatile("" : "+r"(v)); }
 // Programmatic dependent launch (griddepcontrol, sm_90 and later; no-ops before).
 __device__ __forceinline__ void gpu_wait_for_previous_grid() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
