@@ -53,6 +53,71 @@ __global__ void hash_bytes(const uint8_t* p, size_t n, unsigned long long* h) {
   atomicAdd(h, acc);
 }
 
+// The decode floor: a kernel that waits for the previous grid (PDL), reads `in_bytes` and writes
+// half as many with one block of 256 threads, replayed `count` times in a CUDA graph, each
+// launch on the next buffer of a ring larger than L2. Reports microseconds per launch.
+__global__ void floor_kernel(const uint4* in, uint4* out, int n) {
+  gpu_wait_for_previous_grid();
+  gpu_allow_next_grid();
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const uint4 v = in[i];
+    if (i % 2 == 0) out[i / 2] = v;
+  }
+}
+
+static double floor_us(size_t in_bytes, bool pdl) {
+  const int count = 2000;
+  const size_t ring = std::max<size_t>(count, (size_t(512) << 20) / (in_bytes + 16)) ;
+  const size_t slots = std::min<size_t>(ring, count);
+  char *in, *out;
+  CK(cudaMalloc(&in, slots * (in_bytes + 16)));
+  CK(cudaMalloc(&out, slots * (in_bytes / 2 + 16)));
+  CK(cudaMemset(in, 1, slots * (in_bytes + 16)));
+  cudaStream_t st;
+  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  cudaGraph_t graph;
+  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  for (int k = 0; k < count; ++k) {
+    const size_t slot = size_t(k) % slots;
+    const uint4* src = reinterpret_cast<const uint4*>(in + slot * (in_bytes + 16));
+    uint4* dst = reinterpret_cast<uint4*>(out + slot * (in_bytes / 2 + 16));
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(1);
+    config.blockDim = dim3(256);
+    config.stream = st;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = attr;
+    config.numAttrs = pdl ? 1 : 0;
+    CK(cudaLaunchKernelEx(&config, floor_kernel, src, dst, int(in_bytes / 16)));
+  }
+  CK(cudaStreamEndCapture(st, &graph));
+  cudaGraphExec_t exec;
+  CK(cudaGraphInstantiate(&exec, graph, 0));
+  CK(cudaGraphLaunch(exec, st));
+  CK(cudaStreamSynchronize(st));
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  float best = 1e30f;
+  for (int r = 0; r < 5; ++r) {
+    CK(cudaEventRecord(a, st));
+    CK(cudaGraphLaunch(exec, st));
+    CK(cudaEventRecord(b, st));
+    CK(cudaEventSynchronize(b));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    best = std::min(best, ms);
+  }
+  CK(cudaGraphExecDestroy(exec));
+  CK(cudaGraphDestroy(graph));
+  CK(cudaStreamDestroy(st));
+  CK(cudaFree(in));
+  CK(cudaFree(out));
+  return best * 1e3 / count;
+}
+
 struct Case {
   const char* mode;
   int64_t rows, h;
@@ -77,6 +142,14 @@ int main(int argc, char** argv) {
     printf("\nnan e5m2 codes:");
     for (int i = 0; i < 256; ++i) if (h[256 + i]) printf(" 0x%02x", i);
     printf("\n");
+    return 0;
+  }
+
+  if (argc > 1 && strcmp(argv[1], "floor") == 0) {
+    for (size_t bytes : {size_t(0), size_t(4096), size_t(16384), size_t(32768)})
+      for (bool pdl : {false, true})
+        printf("floor: 1 block, reads %6zu B, writes %6zu B, PDL %d: %.2f us per launch in a graph\n", bytes,
+               bytes / 2, int(pdl), floor_us(bytes, pdl));
     return 0;
   }
 
