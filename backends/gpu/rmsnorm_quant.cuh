@@ -398,6 +398,13 @@ __device__ __forceinline__ void load_gamma(const RmsnormQuantCall& c, int32_t e,
 
 // ---------------------------------------------------------------- the kernel
 
+// Experiment knob for the tuning harness only (never set by the library build): 1 compiles the
+// kernels for dynamic per-row scales without residual or clamp, to measure what the other modes'
+// code costs the per-row path (docs/performance.md). Such a build computes only that case.
+#ifndef FN_GPU_ONLY_ROW
+#define FN_GPU_ONLY_ROW 0
+#endif
+
 // Register budget: a block of up to 1024 threads (kVec 4) must fit 64 registers a thread; the
 // kVec 8 kernels (at most 512 threads) may use FN_GPU_MAXNREG8.
 #if defined(__HIPCC__)
@@ -520,7 +527,7 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
       }
 
       // 1. Residual: x + res rounded to the input dtype, written back to res; x is that sum.
-      if (c.res.data != nullptr && active) {
+      if (!FN_GPU_ONLY_ROW && c.res.data != nullptr && active) {
         char* res = row_at<kFast>(c.lead, c.res, row);
 #pragma unroll
         for (int s = 0; s < kSteps; ++s) {
@@ -613,7 +620,7 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
       float q[kVec];
 #pragma unroll
       for (int j = 0; j < kVec; ++j) q[j] = math::mul_rn(y[s][j], r);
-      if (c.qclamp < INFINITY) {
+      if (!FN_GPU_ONLY_ROW && c.qclamp < INFINITY) {
 #pragma unroll
         for (int j = 0; j < kVec; ++j) q[j] = math::clamp_sym(q[j], c.qclamp);
       }
@@ -626,10 +633,10 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
     // 4. Scales and codes: a unit is the tensor (static), a group within a step, or whole steps
     // (the row, or a group of G / P steps).
     const int32_t g = c.group >= h ? h : int32_t(c.group);
-    if (c.mode == FUSEDNORM_SCALE_STATIC) {
+    if (!FN_GPU_ONLY_ROW && c.mode == FUSEDNORM_SCALE_STATIC) {
 #pragma unroll
       for (int s = 0; s < kSteps; ++s) encode_store(s, static_r);
-    } else if (g < h && g <= P) {
+    } else if (!FN_GPU_ONLY_ROW && g < h && g <= P) {
       // Groups inside a step: G / kVec adjacent lanes share one (G is 32, 64 or 128, so lanes >=
       // 4 and every count below is a power of two). The body is compiled per lane count, so its
       // shuffles and shifts are constants.
@@ -668,7 +675,7 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
       }
     } else {
       // Steps a unit: the row, or G / P (a power of two) steps of it.
-      const int per = g >= h ? kSteps : g >> (__ffs(P) - 1);
+      const int per = FN_GPU_ONLY_ROW || g >= h ? kSteps : g >> (__ffs(P) - 1);
       uint32_t* red = red_max[parity];
 #pragma unroll
       for (int s0 = 0; s0 < kSteps; s0 += 1) {
