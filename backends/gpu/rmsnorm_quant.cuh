@@ -495,58 +495,55 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
     // 30% slower at 16384 x 8192, 331 against 255 us).
     if (c.res.data == nullptr) prefetch_rows(grp + gridDim.x);
 
-    // x: the row's elements as f32 (0 past H), then y = (x * inv) * g in place.
-    float x[kSteps][kVec];
-      uint32_t raw[kSteps][kW];
-    {
-      const char* in = active ? row_at<kFast>(c.lead, c.in, row) : nullptr;
+    // The row as loaded (input-dtype words, 0 past H; with a residual, the rounded sum).
+    uint32_t raw[kSteps][kW];
+    const char* in = active ? row_at<kFast>(c.lead, c.in, row) : nullptr;
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s) {
+#pragma unroll
+      for (int i = 0; i < kW; ++i) raw[s][i] = 0;
+      if (active && s < S) load_vec<In::kBytes, kVec, kFast>(in, elem0(s), h, acc.in, raw[s]);
+    }
+
+    // Once per block, after the first row's loads are on their way: the static multiplier and
+    // the weight table.
+    if (c.mode == FUSEDNORM_SCALE_STATIC && grp == blockIdx.x) {
+      uint32_t sbits;
+      memcpy(&sbits, c.static_scale, 4);  // any alignment
+      static_r = math::div_rn(1.0f, math::float_of(sbits));
+    }
+    if ((kGammaSmem || gamma_smem) && norm && grp == blockIdx.x) {
 #pragma unroll
       for (int s = 0; s < kSteps; ++s) {
+        float g[kVec];
+        if (s < S) load_gamma<kVec, kFast>(c, elem0(s), h, acc.w, g);
 #pragma unroll
-        for (int i = 0; i < kW; ++i) raw[s][i] = 0;
-        if (active && s < S) load_vec<In::kBytes, kVec, kFast>(in, elem0(s), h, acc.in, raw[s]);
+        for (int q = 0; q < kVec / 4; ++q)
+          gamma_tab[(s * (kVec / 4) + q) * blockDim.x + threadIdx.x] =
+              s < S ? make_float4(g[4 * q], g[4 * q + 1], g[4 * q + 2], g[4 * q + 3]) : make_float4(0, 0, 0, 0);
       }
+    }
 
-      // Once per block, after the first row's loads are on their way: the static multiplier and
-      // the weight table.
-      if (c.mode == FUSEDNORM_SCALE_STATIC && grp == blockIdx.x) {
-        uint32_t sbits;
-        memcpy(&sbits, c.static_scale, 4);  // any alignment
-        static_r = math::div_rn(1.0f, math::float_of(sbits));
-      }
-      if ((kGammaSmem || gamma_smem) && norm && grp == blockIdx.x) {
+    // 1. Residual: x + res rounded to the input dtype, written back to res; x is that sum.
+    if (!FN_GPU_ONLY_ROW && c.res.data != nullptr && active) {
+      char* res = row_at<kFast>(c.lead, c.res, row);
 #pragma unroll
-        for (int s = 0; s < kSteps; ++s) {
-          float g[kVec];
-          if (s < S) load_gamma<kVec, kFast>(c, elem0(s), h, acc.w, g);
+      for (int s = 0; s < kSteps; ++s) {
+        if (s >= S) continue;
+        const int32_t e = elem0(s);
+        uint32_t rw[kW];
+        load_vec<In::kBytes, kVec, kFast>(res, e, h, acc.in, rw);
+        uint32_t sum[kW];
 #pragma unroll
-          for (int q = 0; q < kVec / 4; ++q)
-            gamma_tab[(s * (kVec / 4) + q) * blockDim.x + threadIdx.x] =
-                s < S ? make_float4(g[4 * q], g[4 * q + 1], g[4 * q + 2], g[4 * q + 3]) : make_float4(0, 0, 0, 0);
+        for (int i = 0; i < kW; ++i) sum[i] = 0;
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) {
+          const uint32_t b = kFast || e + j < h ? In::encode(math::add_rn(In::get(raw[s], j), In::get(rw, j))) : 0u;
+          sum[j / InVec::kPerWord] |= b << (8 * In::kBytes * (j % InVec::kPerWord));
         }
-      }
-
-      // 1. Residual: x + res rounded to the input dtype, written back to res; x is that sum.
-      if (!FN_GPU_ONLY_ROW && c.res.data != nullptr && active) {
-        char* res = row_at<kFast>(c.lead, c.res, row);
+        store_vec<In::kBytes, kVec, kFast>(res, e, h, acc.in, sum);
 #pragma unroll
-        for (int s = 0; s < kSteps; ++s) {
-          if (s >= S) continue;
-          const int32_t e = elem0(s);
-          uint32_t rw[kW];
-          load_vec<In::kBytes, kVec, kFast>(res, e, h, acc.in, rw);
-          uint32_t sum[kW];
-#pragma unroll
-          for (int i = 0; i < kW; ++i) sum[i] = 0;
-#pragma unroll
-          for (int j = 0; j < kVec; ++j) {
-            const uint32_t b = kFast || e + j < h ? In::encode(math::add_rn(In::get(raw[s], j), In::get(rw, j))) : 0u;
-            sum[j / InVec::kPerWord] |= b << (8 * In::kBytes * (j % InVec::kPerWord));
-          }
-          store_vec<In::kBytes, kVec, kFast>(res, e, h, acc.in, sum);
-#pragma unroll
-          for (int i = 0; i < kW; ++i) raw[s][i] = sum[i];
-        }
+        for (int i = 0; i < kW; ++i) raw[s][i] = sum[i];
       }
     }
 
@@ -575,12 +572,13 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
           [len, eps](float ss) { return math::inv_rms(ss, len, eps); }, inv_of_row[parity]);
     }
 
-    // 3. y = (x * inv) * g, in place; 0 past H (and in steps past the row).
+    // 3. y = (x * inv) * g; 0 past H (and in steps past the row).
+    float y[kSteps][kVec];
 #pragma unroll
     for (int s = 0; s < kSteps; ++s) {
       if (s >= S) {  // uniform: a step past the row
 #pragma unroll
-        for (int j = 0; j < kVec; ++j) x[s][j] = 0.0f;
+        for (int j = 0; j < kVec; ++j) y[s][j] = 0.0f;
         continue;
       }
       const int32_t e = elem0(s);
@@ -596,18 +594,17 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
           load_gamma<kVec, kFast>(c, e, h, acc.w, g);
         }
 #pragma unroll
-        for (int j = 0; j < kVec; ++j) x[s][j] = math::norm_apply(In::get(raw[s], j), inv, g[j]);
+        for (int j = 0; j < kVec; ++j) y[s][j] = math::norm_apply(In::get(raw[s], j), inv, g[j]);
       } else {
-        for (int j = 0; j < kVec; ++j) x[s][j] = In::get(raw[s], j);
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) y[s][j] = In::get(raw[s], j);
       }
       if (!kFast && e + kVec > h) {
 #pragma unroll
         for (int j = 0; j < kVec; ++j)
-          if (e + j >= h) x[s][j] = 0.0f;
+          if (e + j >= h) y[s][j] = 0.0f;
       }
     }
-    float (&y)[kSteps][kVec] = x;
-
     // max |y| as bits: see AbsMax.
     auto unit_max = [&](const float v[kVec], AbsMax m) {
 #pragma unroll
