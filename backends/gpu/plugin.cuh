@@ -18,9 +18,9 @@ namespace fusednorm {
 namespace gpu {
 
 #if defined(FN_GPU_SPLIT_TUS)  // the kernels are instantiated in their own translation units
-extern template KernelFn rmsnorm_quant_kernel_for<DType::kF32>(DType, const RowShape&, bool);
-extern template KernelFn rmsnorm_quant_kernel_for<DType::kF16>(DType, const RowShape&, bool);
-extern template KernelFn rmsnorm_quant_kernel_for<DType::kBF16>(DType, const RowShape&, bool);
+extern template KernelFn rmsnorm_quant_kernel_for<DType::kF32>(DType, const RowShape&, Plan);
+extern template KernelFn rmsnorm_quant_kernel_for<DType::kF16>(DType, const RowShape&, Plan);
+extern template KernelFn rmsnorm_quant_kernel_for<DType::kBF16>(DType, const RowShape&, Plan);
 #endif
 
 namespace {
@@ -137,22 +137,23 @@ fusednorm_status plugin_rmsnorm_quant(const RmsnormQuantCall* call, int32_t devi
   acc.out = access_for(c.lead, c.out, 1, shape.vec);
   acc.w = access_for(one_row, wv, w_bytes, shape.vec * w_bytes);
 
-  // The fast kernel: vector access everywhere, whole steps of a count it is made for, one
-  // leading dimension (the same arithmetic as the general one; only its element paths are gone).
-  const bool fast = acc.in == kVectors && acc.out == kVectors && acc.w == kVectors && c.h % shape.partials == 0 &&
-                    c.lead.ndim <= 1 && fast_steps(shape);
+  // A fast kernel where the views allow one (vector access everywhere, one leading dimension)
+  // and fast_plan has one for the options and H; the same arithmetic as the general kernel.
+  const Plan plan = acc.in == kVectors && acc.out == kVectors && acc.w == kVectors && c.lead.ndim <= 1
+                        ? fast_plan(c, shape)
+                        : Plan::kAll;
   KernelFn fn = nullptr;
   switch (c.in_type) {
-    case DType::kF32: fn = rmsnorm_quant_kernel_for<DType::kF32>(c.out_type, shape, fast); break;
-    case DType::kF16: fn = rmsnorm_quant_kernel_for<DType::kF16>(c.out_type, shape, fast); break;
-    default: fn = rmsnorm_quant_kernel_for<DType::kBF16>(c.out_type, shape, fast); break;
+    case DType::kF32: fn = rmsnorm_quant_kernel_for<DType::kF32>(c.out_type, shape, plan); break;
+    case DType::kF16: fn = rmsnorm_quant_kernel_for<DType::kF16>(c.out_type, shape, plan); break;
+    default: fn = rmsnorm_quant_kernel_for<DType::kBF16>(c.out_type, shape, plan); break;
   }
   if (fn == nullptr) return say(FUSEDNORM_INTERNAL_ERROR, msg, n, "no GPU kernel for this output type");
   const DeviceFacts& dev = g_devices[device];
   const unsigned threads = unsigned(shape.rows_per_block * shape.threads_per_row);
   // g = w + offset in shared memory (each thread's slice): always on CUDA (sm_80 and later have
   // room for the largest, 128 KiB), where the device has room for it on HIP.
-  const size_t gamma_bytes = size_t(threads) * shape.vec * kernel_steps(shape, fast) * sizeof(float);
+  const size_t gamma_bytes = size_t(threads) * shape.vec * kernel_steps(shape, plan) * sizeof(float);
 #if defined(__HIPCC__)
   const int32_t gamma_smem = c.norm == FUSEDNORM_NORM_RMS && gamma_bytes <= dev.max_smem_per_block ? 1 : 0;
 #else

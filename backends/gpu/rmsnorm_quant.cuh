@@ -398,13 +398,6 @@ __device__ __forceinline__ void load_gamma(const RmsnormQuantCall& c, int32_t e,
 
 // ---------------------------------------------------------------- the kernel
 
-// Experiment knob for the tuning harness only (never set by the library build): 1 compiles the
-// kernels for dynamic per-row scales without residual or clamp, to measure what the other modes'
-// code costs the per-row path (docs/performance.md). Such a build computes only that case.
-#ifndef FN_GPU_ONLY_ROW
-#define FN_GPU_ONLY_ROW 0
-#endif
-
 // Register budget: a block of up to 1024 threads (kVec 4) must fit 64 registers a thread; the
 // kVec 8 kernels (at most 512 threads) may use FN_GPU_MAXNREG8.
 #if defined(__HIPCC__)
@@ -416,19 +409,43 @@ __device__ __forceinline__ void load_gamma(const RmsnormQuantCall& c, int32_t e,
 #define FN_KERNEL_BOUNDS(kVec) __maxnreg__((kVec) == 8 ? FN_GPU_MAXNREG8 : 64)
 #endif
 
-// The fast kernels: every view is vector-aligned, the rows have one leading dimension, and a row
-// is exactly kSteps whole steps (H = kSteps * P), so the kernel has no element paths and no
-// per-step conditions. Steps 4 take 8-element vectors, steps 5 to 8 take 4-element vectors; any
-// other shape (H < 64) takes the general kernel.
+// What a kernel is compiled for. kAll: the general kernel, every option decided at run time, any
+// alignment, stride and step count. The fast kernels are made for one way of scaling (their
+// code holds no other: a third to a fifth of the general kernel's, which is what decode calls
+// wait for, and no per-row checks of the other modes), with every view vector-aligned, one
+// leading dimension and a row of exactly kSteps whole steps (H = kSteps * P), so they have no
+// element paths and no per-step conditions. The residual, the clamp and norm or quant only stay
+// run-time choices in every kernel.
+enum class Plan : int32_t {
+  kAll = 0,
+  kStatic = 1,  // one scale for the tensor
+  kRow = 2,     // dynamic, one scale a row (per-row, or groups of at least H)
+  kGroup = 3,   // dynamic, groups inside a step (G <= P)
+};
+
+// The step counts with fast kernels: 4 steps of 8-element vectors, 5 to 8 steps of 4-element
+// vectors (H < 64 has fewer steps and takes the general kernel).
 inline bool fast_steps(const RowShape& s) {
   return s.vec == 8 ? s.steps == kElemsPerThread / 8 : s.steps > kElemsPerThread / 8 && s.steps <= kElemsPerThread / 4;
 }
-// Steps a thread holds in the kernel chosen (the weight table in shared memory has that many).
-inline int kernel_steps(const RowShape& s, bool fast) { return fast ? s.steps : kElemsPerThread / s.vec; }
 
-template <DType kIn, DType kOut, int kWarp, int kVec, int kSteps, bool kFast>
+// The fast kernel's plan for a call whose views allow one (vector-aligned, one leading
+// dimension, H a whole number of steps), or kAll. Groups larger than a step but smaller than the
+// row (H <= 4 G) take the general kernel. From the options and H alone (batch invariance).
+inline Plan fast_plan(const RmsnormQuantCall& c, const RowShape& s) {
+  if (!fast_steps(s) || c.h % s.partials != 0) return Plan::kAll;
+  if (c.mode == FUSEDNORM_SCALE_STATIC) return Plan::kStatic;
+  if (c.mode == FUSEDNORM_SCALE_DYNAMIC_ROW || c.group >= c.h) return Plan::kRow;
+  return c.group <= s.partials ? Plan::kGroup : Plan::kAll;
+}
+
+// Steps a thread holds in the kernel chosen (the weight table in shared memory has that many).
+inline int kernel_steps(const RowShape& s, Plan plan) { return plan != Plan::kAll ? s.steps : kElemsPerThread / s.vec; }
+
+template <DType kIn, DType kOut, int kWarp, int kVec, int kSteps, Plan kPlan>
 __global__ void FN_KERNEL_BOUNDS(kVec)
     rmsnorm_quant_kernel(FN_GRID_CONSTANT const RmsnormQuantCall c, const RowShape shape, const Accesses acc, const int32_t gamma_smem) {
+  constexpr bool kFast = kPlan != Plan::kAll;
   using In = InTraits<kIn>;
   using InVec = Vec<In::kBytes, kVec>;
   constexpr int kW = InVec::kWords;
@@ -456,6 +473,10 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
   const int32_t h = int32_t(c.h);  // <= 32768: offsets inside a row are 32-bit
   const int64_t groups = (c.lead.rows + R - 1) / R;
   const bool norm = c.norm == FUSEDNORM_NORM_RMS;
+  // The way of scaling: the plan's, or (general kernel) the call's.
+  const bool is_static = kFast ? kPlan == Plan::kStatic : c.mode == FUSEDNORM_SCALE_STATIC;
+  const int32_t g = c.group >= h ? h : int32_t(c.group);
+  const bool step_groups = kFast ? kPlan == Plan::kGroup : !is_static && g < h && g <= P;
   const int w_bytes = c.w_type == DType::kF32 ? 4 : 2;
 
   // Element offset of this thread's vector in step s. `tl` is t, laundered once a row (below) so
@@ -479,7 +500,7 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
   // start its own launch at once.
   prefetch_rows(blockIdx.x);
   if (kFast && norm && rib == 0) gpu_prefetch_l2_range(c.weight, uint32_t(h) * w_bytes, t, T);
-  if (c.mode == FUSEDNORM_SCALE_STATIC && threadIdx.x == 0)
+  if (is_static && threadIdx.x == 0)
     gpu_prefetch_l2_range(reinterpret_cast<const char*>(c.static_scale), 4, 0, 1);
   gpu_wait_for_previous_grid();
   gpu_allow_next_grid();
@@ -507,7 +528,7 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
 
     // Once per block, after the first row's loads are on their way: the static multiplier and
     // the weight table.
-    if (c.mode == FUSEDNORM_SCALE_STATIC && grp == blockIdx.x) {
+    if (is_static && grp == blockIdx.x) {
       uint32_t sbits;
       memcpy(&sbits, c.static_scale, 4);  // any alignment
       static_r = math::div_rn(1.0f, math::float_of(sbits));
@@ -525,7 +546,7 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
     }
 
     // 1. Residual: x + res rounded to the input dtype, written back to res; x is that sum.
-    if (!FN_GPU_ONLY_ROW && c.res.data != nullptr && active) {
+    if (c.res.data != nullptr && active) {
       char* res = row_at<kFast>(c.lead, c.res, row);
 #pragma unroll
       for (int s = 0; s < kSteps; ++s) {
@@ -548,7 +569,7 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
     }
 
     char* out = active ? row_at<kFast>(c.lead, c.out, row) : nullptr;
-    char* scale_base = !active || c.mode == FUSEDNORM_SCALE_STATIC ? nullptr
+    char* scale_base = !active || is_static ? nullptr
                        : c.packed                              ? out + h
                                                                : row_at<kFast>(c.lead, c.scales, row);
 
@@ -617,7 +638,7 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
       float q[kVec];
 #pragma unroll
       for (int j = 0; j < kVec; ++j) q[j] = math::mul_rn(y[s][j], r);
-      if (!FN_GPU_ONLY_ROW && c.qclamp < INFINITY) {
+      if (c.qclamp < INFINITY) {
 #pragma unroll
         for (int j = 0; j < kVec; ++j) q[j] = math::clamp_sym(q[j], c.qclamp);
       }
@@ -629,11 +650,10 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
 
     // 4. Scales and codes: a unit is the tensor (static), a group within a step, or whole steps
     // (the row, or a group of G / P steps).
-    const int32_t g = c.group >= h ? h : int32_t(c.group);
-    if (!FN_GPU_ONLY_ROW && c.mode == FUSEDNORM_SCALE_STATIC) {
+    if (is_static) {
 #pragma unroll
       for (int s = 0; s < kSteps; ++s) encode_store(s, static_r);
-    } else if (!FN_GPU_ONLY_ROW && g < h && g <= P) {
+    } else if (step_groups) {
       // Groups inside a step: G / kVec adjacent lanes share one (G is 32, 64 or 128, so lanes >=
       // 4 and every count below is a power of two). The body is compiled per lane count, so its
       // shuffles and shifts are constants.
@@ -664,15 +684,14 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
           encode_store(s, r);
         }
       };
-      switch (g / kVec) {
-        case 4: groups_in_steps(IntConstant<4>()); break;
-        case 8: groups_in_steps(IntConstant<8>()); break;
-        case 16: groups_in_steps(IntConstant<16>()); break;
-        default: groups_in_steps(IntConstant<32>()); break;  // G 128 in vectors of 4
-      }
+      // G / kVec: 4, 8 or 16 lanes with vectors of 8; 8, 16 or 32 with vectors of 4.
+      if (kVec == 8 && g == 4 * kVec) groups_in_steps(IntConstant<4>());
+      else if (g == 8 * kVec) groups_in_steps(IntConstant<8>());
+      else if (kVec == 8 || g == 16 * kVec) groups_in_steps(IntConstant<16>());
+      else groups_in_steps(IntConstant<32>());
     } else {
       // Steps a unit: the row, or G / P (a power of two) steps of it.
-      const int per = FN_GPU_ONLY_ROW || g >= h ? kSteps : g >> (__ffs(P) - 1);
+      const int per = kFast || g >= h ? kSteps : g >> (__ffs(P) - 1);
       uint32_t* red = red_max[parity];
 #pragma unroll
       for (int s0 = 0; s0 < kSteps; s0 += 1) {
@@ -689,7 +708,7 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
             [=](uint32_t m) { return math::dynamic_scale(m, qmax, scale_ub, min_scale, scale_type); },
             scale_of_row[parity]);
         if (active && t == 0 && s0 * P < h)
-          store_scale(c, scale_base, g >= h ? 0 : (s0 * P) >> (__ffs(g) - 1), ds.stored);
+          store_scale(c, scale_base, kFast || g >= h ? 0 : (s0 * P) >> (__ffs(g) - 1), ds.stored);
 #pragma unroll
         for (int s = 0; s < kSteps; ++s)
           if (s >= s0 && s < s0 + per) encode_store(s, ds.r);
@@ -720,40 +739,56 @@ __global__ void verify_encoder_kernel(uint64_t base, uint64_t n, unsigned long l
 
 using KernelFn = void (*)(const RmsnormQuantCall, const RowShape, const Accesses, const int32_t);
 
-// The kernel for a format pair and shape: the general kernel (8- or 4-element vectors), or the
-// fast kernel of the row's exact step count (fast_steps(shape) must hold).
-template <DType kIn, DType kOut>
-KernelFn rmsnorm_quant_kernel_pick(const RowShape& shape, bool fast) {
+// The fast kernels of one plan, by the row's exact step count (fast_steps(shape) must hold).
+template <DType kIn, DType kOut, Plan kPlan>
+KernelFn rmsnorm_quant_kernel_fast(const RowShape& shape) {
   constexpr int kWarp = kGpuWarp;
-  if (!fast)
-    return shape.vec == 8 ? &rmsnorm_quant_kernel<kIn, kOut, kWarp, 8, kElemsPerThread / 8, false>
-                          : &rmsnorm_quant_kernel<kIn, kOut, kWarp, 4, kElemsPerThread / 4, false>;
   static_assert(kElemsPerThread == 32, "the fast kernels below hold 4 steps of 8 or 5 to 8 steps of 4");
   switch (shape.steps) {
-    case 4: return &rmsnorm_quant_kernel<kIn, kOut, kWarp, 8, 4, true>;
-    case 5: return &rmsnorm_quant_kernel<kIn, kOut, kWarp, 4, 5, true>;
-    case 6: return &rmsnorm_quant_kernel<kIn, kOut, kWarp, 4, 6, true>;
-    case 7: return &rmsnorm_quant_kernel<kIn, kOut, kWarp, 4, 7, true>;
-    case 8: return &rmsnorm_quant_kernel<kIn, kOut, kWarp, 4, 8, true>;
+    case 4: return &rmsnorm_quant_kernel<kIn, kOut, kWarp, 8, 4, kPlan>;
+    case 5: return &rmsnorm_quant_kernel<kIn, kOut, kWarp, 4, 5, kPlan>;
+    case 6: return &rmsnorm_quant_kernel<kIn, kOut, kWarp, 4, 6, kPlan>;
+    case 7: return &rmsnorm_quant_kernel<kIn, kOut, kWarp, 4, 7, kPlan>;
+    case 8: return &rmsnorm_quant_kernel<kIn, kOut, kWarp, 4, 8, kPlan>;
     default: return nullptr;
   }
 }
 
-// The kernel for an input dtype, output format and shape (one translation unit per input dtype
-// in the CUDA build, so the instantiations compile in parallel; see backends/cuda/).
+// The kernel for a format pair, shape and plan: the general kernel (8- or 4-element vectors) for
+// kAll, else the plan's fast kernel. rmsnorm_quant writes integer and 8-bit float codes only
+// (FP4 is rmsnorm_fp4's), so no kernel is made for f4e2m1.
+template <DType kIn, DType kOut>
+KernelFn rmsnorm_quant_kernel_pick(const RowShape& shape, Plan plan) {
+  constexpr int kWarp = kGpuWarp;
+  if constexpr (kOut == DType::k_f4e2m1) {
+    return nullptr;
+  } else {
+    switch (plan) {
+      case Plan::kStatic: return rmsnorm_quant_kernel_fast<kIn, kOut, Plan::kStatic>(shape);
+      case Plan::kRow: return rmsnorm_quant_kernel_fast<kIn, kOut, Plan::kRow>(shape);
+      case Plan::kGroup: return rmsnorm_quant_kernel_fast<kIn, kOut, Plan::kGroup>(shape);
+      default:
+        return shape.vec == 8 ? &rmsnorm_quant_kernel<kIn, kOut, kWarp, 8, kElemsPerThread / 8, Plan::kAll>
+                              : &rmsnorm_quant_kernel<kIn, kOut, kWarp, 4, kElemsPerThread / 4, Plan::kAll>;
+    }
+  }
+}
+
+// The kernel for an input dtype, output format, shape and plan (one translation unit per input
+// dtype, so the instantiations compile in parallel; see backends/cuda/).
 template <DType kIn>
-KernelFn rmsnorm_quant_kernel_for(DType out, const RowShape& shape, bool fast) {
+KernelFn rmsnorm_quant_kernel_for(DType out, const RowShape& shape, Plan plan) {
   switch (out) {
 #define FN_MINIFLOAT(name, ...) \
-  case DType::k_##name: return rmsnorm_quant_kernel_pick<kIn, DType::k_##name>(shape, fast);
+  case DType::k_##name: return rmsnorm_quant_kernel_pick<kIn, DType::k_##name>(shape, plan);
 #include "math/formats.inc"
 #undef FN_MINIFLOAT
-    case DType::kI8: return rmsnorm_quant_kernel_pick<kIn, DType::kI8>(shape, fast);
+    case DType::kI8: return rmsnorm_quant_kernel_pick<kIn, DType::kI8>(shape, plan);
     default: return nullptr;
   }
 }
 
-#define FN_INSTANTIATE_RMSNORM_QUANT(kIn) template KernelFn rmsnorm_quant_kernel_for<kIn>(DType, const RowShape&, bool);
+#define FN_INSTANTIATE_RMSNORM_QUANT(kIn) template KernelFn rmsnorm_quant_kernel_for<kIn>(DType, const RowShape&, Plan);
 
 }  // namespace gpu
 }  // namespace fusednorm

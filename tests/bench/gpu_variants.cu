@@ -172,17 +172,23 @@ int main(int argc, char** argv) {
   CK(cudaFree(ca));
   CK(cudaFree(cb));
 
-  const Case cases[] = {{"row", 16384, 8192},   {"static", 16384, 8192}, {"group128", 16384, 8192},
-                        {"residual", 16384, 8192}, {"row", 16384, 16384}, {"row", 16384, 7168},
-                        {"row", 16384, 5120},  {"row", 16384, 2048},   {"row", 1, 8192},
-                        {"row", 8, 8192},      {"static", 1, 2048}};
-  const char* only = argc > 1 ? argv[1] : nullptr;  // "MODE:ROWS:H" runs one case
-  for (const Case& cs : cases) {
-    if (only) {
-      char name[64];
-      snprintf(name, sizeof name, "%s:%lld:%lld", cs.mode, (long long)cs.rows, (long long)cs.h);
-      if (strcmp(name, only) != 0) continue;
+  // Arguments "MODE:ROWS:H" (MODE row, static, group128 or residual) run those cases instead.
+  std::vector<Case> cases = {{"row", 16384, 8192},   {"static", 16384, 8192}, {"group128", 16384, 8192},
+                             {"residual", 16384, 8192}, {"row", 16384, 16384}, {"row", 16384, 7168},
+                             {"row", 16384, 5120},  {"row", 16384, 2048},   {"row", 1, 8192},
+                             {"row", 8, 8192},      {"static", 1, 2048}};
+  if (argc > 1) cases.clear();
+  for (int i = 1; i < argc; ++i) {
+    char* colon = strchr(argv[i], ':');
+    long long rows = 0, h = 0;
+    if (colon == nullptr || sscanf(colon + 1, "%lld:%lld", &rows, &h) != 2 || rows < 1 || h < 64) {
+      fprintf(stderr, "case %s: expected MODE:ROWS:H\n", argv[i]);
+      return 2;
     }
+    *colon = 0;
+    cases.push_back(Case{argv[i], rows, h});
+  }
+  for (const Case& cs : cases) {
     const int64_t rows = cs.rows, h = cs.h;
     const size_t in_bytes = size_t(rows) * h * 2, out_bytes = size_t(rows) * h;
     const int sets = int(std::max<size_t>(2, (size_t(512) << 20) / (2 * in_bytes + out_bytes + 1)));
@@ -242,10 +248,10 @@ int main(int argc, char** argv) {
       c.scale_col_stride = 4;
     }
     const RowShape shape = row_shape(h);
-    const bool fast = getenv("VARIANT_GENERAL") == nullptr && fast_steps(shape);
-    KernelFn fn = rmsnorm_quant_kernel_pick<DType::kBF16, DType::k_f8e4m3fn>(shape, fast);
+    const Plan plan = getenv("VARIANT_GENERAL") == nullptr ? fast_plan(c, shape) : Plan::kAll;
+    KernelFn fn = rmsnorm_quant_kernel_pick<DType::kBF16, DType::k_f8e4m3fn>(shape, plan);
     const unsigned threads = unsigned(shape.rows_per_block * shape.threads_per_row);
-    const size_t smem = size_t(threads) * shape.vec * kernel_steps(shape, fast) * 4;
+    const size_t smem = size_t(threads) * shape.vec * kernel_steps(shape, plan) * 4;
     DeviceFacts facts;
     facts.major = prop.major;
     facts.multiprocessors = prop.multiProcessorCount;
