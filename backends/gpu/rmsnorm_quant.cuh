@@ -352,13 +352,25 @@ __device__ __forceinline__ char* row_at(const LeadShape& lead, const RowView& v,
   return kFast || lead.ndim <= 1 ? v.data + row * v.strides[0] : row_ptr_general(lead, v, row);
 }
 
-// max over values of (bits & 0x7FFFFFFF), the exact amax of numerics.md, with two integer maxima
-// and no masking per value: as signed integers the bits of non-negative floats exceed those of
-// negative ones, and among the negatives larger magnitudes have larger bits, signed or unsigned;
-// as unsigned integers the negatives exceed the rest. So the signed maximum holds the largest
-// non-negative value (or, with none, the largest-magnitude negative) and the unsigned maximum the
-// largest-magnitude negative (or, with none, the largest non-negative): the larger of the two,
-// masked, is the answer.
+// max over values of (bits & 0x7FFFFFFF), the exact amax of numerics.md.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(__HIPCC__)
+// sm_80+: one max.NaN with |y| per value (FMNMX.NAN, |R|). A NaN makes the maximum the canonical
+// NaN, 0x7FFFFFFF, not the largest NaN's bits: dynamic_scale treats every value at or above Inf's
+// bits alike, and the other values are ordered as floats exactly as their bits are.
+struct AbsMax {
+  float m = 0.0f;
+  __device__ __forceinline__ void add(float y) {
+    asm("max.NaN.f32 %0, %1, %2;" : "=f"(m) : "f"(m), "f"(fabsf(y)));
+  }
+  __device__ __forceinline__ uint32_t bits() const { return math::bits_of(m) & math::kF32AbsMask; }
+};
+#else
+// Two integer maxima and no masking per value: as signed integers the bits of non-negative floats
+// exceed those of negative ones, and among the negatives larger magnitudes have larger bits,
+// signed or unsigned; as unsigned integers the negatives exceed the rest. So the signed maximum
+// holds the largest non-negative value (or, with none, the largest-magnitude negative) and the
+// unsigned maximum the largest-magnitude negative (or, with none, the largest non-negative): the
+// larger of the two, masked, is the answer.
 struct AbsMax {
   int32_t smax = INT32_MIN;
   uint32_t umax = 0;
@@ -372,6 +384,7 @@ struct AbsMax {
     return a > u ? a : u;
   }
 };
+#endif
 
 // Weight element j of a vector as f32.
 __device__ __forceinline__ float weight_elem(DType w_type, const uint32_t* w, int j) {
@@ -573,6 +586,8 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
                        : c.packed                              ? out + h
                                                                : row_at<kFast>(c.lead, c.scales, row);
 
+    auto xv = [&](int s, int j) { return In::get(raw[s], j); };
+
     // 2. Sum of squares in the canonical order, inv_rms. Elements past H are 0 and add nothing.
     float inv = 1.0f;
     if (norm) {
@@ -582,7 +597,7 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
 #pragma unroll
       for (int s = 0; s < kSteps; ++s)
 #pragma unroll
-        for (int j = 0; j < kVec; ++j) part[j] = math::add_rn(part[j], math::mul_rn(In::get(raw[s], j), In::get(raw[s], j)));
+        for (int j = 0; j < kVec; ++j) part[j] = math::add_rn(part[j], math::mul_rn(xv(s, j), xv(s, j)));
 #pragma unroll
       for (int n = kVec; n > 1; n /= 2)
 #pragma unroll
@@ -615,10 +630,10 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
           load_gamma<kVec, kFast>(c, e, h, acc.w, g);
         }
 #pragma unroll
-        for (int j = 0; j < kVec; ++j) y[s][j] = math::norm_apply(In::get(raw[s], j), inv, g[j]);
+        for (int j = 0; j < kVec; ++j) y[s][j] = math::norm_apply(xv(s, j), inv, g[j]);
       } else {
 #pragma unroll
-        for (int j = 0; j < kVec; ++j) y[s][j] = In::get(raw[s], j);
+        for (int j = 0; j < kVec; ++j) y[s][j] = xv(s, j);
       }
       if (!kFast && e + kVec > h) {
 #pragma unroll
