@@ -126,22 +126,31 @@ fusednorm_status plugin_rmsnorm_quant(const RmsnormQuantCall* call, int32_t devi
   if (c.h == 0 || c.lead.rows == 0) return FUSEDNORM_SUCCESS;
   DeviceGuard guard(device);
   if (guard.error != gpuSuccess) return vendor_error(guard.error, "selecting the device", msg, n);
-  const RowShape shape = row_shape(c.h);
   const int in_bytes = c.in_type == DType::kF32 ? 4 : 2, w_bytes = c.w_type == DType::kF32 ? 4 : 2;
   const LeadShape one_row;  // the weight is a single row
   RowView wv;
   wv.data = const_cast<char*>(c.weight);
-  Accesses acc;
-  acc.in = std::min(access_for(c.lead, c.in, in_bytes, shape.vec * in_bytes),
-                    access_for(c.lead, c.res, in_bytes, shape.vec * in_bytes));
-  acc.out = access_for(c.lead, c.out, 1, shape.vec);
-  acc.w = access_for(one_row, wv, w_bytes, shape.vec * w_bytes);
+  auto accesses = [&](const RowShape& s) {
+    Accesses a;
+    a.in = std::min(access_for(c.lead, c.in, in_bytes, s.vec * in_bytes), access_for(c.lead, c.res, in_bytes, s.vec * in_bytes));
+    a.out = access_for(c.lead, c.out, 1, s.vec);
+    a.w = access_for(one_row, wv, w_bytes, s.vec * w_bytes);
+    return a;
+  };
 
-  // A fast kernel where the views allow one (vector access everywhere, one leading dimension)
-  // and fast_plan has one for the options and H; the same arithmetic as the general kernel.
+  // A fast kernel (vectors of fast_vec elements) where the views allow one (vector access
+  // everywhere, one leading dimension) and fast_plan has one for the options and H; else the
+  // general kernel. The same arithmetic either way.
+  RowShape shape = row_shape(c.h);
+  if (fast_steps(shape)) shape = row_shape(c.h, fast_vec(c.in_type, shape.steps));
+  Accesses acc = accesses(shape);
   const Plan plan = acc.in == kVectors && acc.out == kVectors && acc.w == kVectors && c.lead.ndim <= 1
                         ? fast_plan(c, shape)
                         : Plan::kAll;
+  if (plan == Plan::kAll) {
+    shape = row_shape(c.h);
+    acc = accesses(shape);
+  }
   KernelFn fn = nullptr;
   switch (c.in_type) {
     case DType::kF32: fn = rmsnorm_quant_kernel_for<DType::kF32>(c.out_type, shape, plan); break;

@@ -26,25 +26,28 @@ struct IntConstant {
   static constexpr int value = N;
 };
 
-constexpr int kElemsPerThread = 32;  // kVec * kSteps: the row share a thread keeps in registers
+// kVec * kSteps, the row share a thread keeps in registers: 32 elements (general kernel), or what
+// fast_vec gives a fast kernel (20 to 48).
+constexpr int kElemsPerThread = 32;
 constexpr int kMaxBlockThreads = 1024;
 constexpr int kMaxSteps = 8;
 constexpr int kRowThreads = 256;  // threads of a block when rows are short (R rows of T threads)
 
 struct RowShape {
-  int32_t vec;              // elements per access (8 when S <= 4, else 4)
+  int32_t vec;              // elements per access
   int32_t threads_per_row;  // T = P / vec
   int32_t rows_per_block;   // R
   int32_t steps;            // S = ceil(H / P)
   int32_t partials;         // P
 };
 
-// From H alone (batch invariance).
-inline RowShape row_shape(int64_t h) {
+// From H alone (batch invariance: never from the row count), with vectors of `vec` elements (at
+// most the partials P), or the general kernel's: 8 when S <= 4, else 4.
+inline RowShape row_shape(int64_t h, int vec = 0) {
   RowShape s;
   s.partials = int32_t(math::reduction_partials(h));
   s.steps = int32_t((h + s.partials - 1) / s.partials);
-  s.vec = s.steps <= kElemsPerThread / 8 ? 8 : 4;
+  s.vec = vec != 0 ? vec : s.steps <= kElemsPerThread / 8 ? 8 : 4;
   s.threads_per_row = s.partials / s.vec;
   s.rows_per_block = s.threads_per_row >= kRowThreads ? 1 : kRowThreads / s.threads_per_row;
   return s;
@@ -302,6 +305,17 @@ __device__ __forceinline__ uint32_t lanes_max(uint32_t v, int lanes) {
   return v;
 }
 
+// Calls f(IntConstant<L>()) for the run-time lanes L, a power of two in [kMin, kMax].
+template <int kMin, int kMax, class F>
+__device__ __forceinline__ void with_lanes(int lanes, F f) {
+  if constexpr (kMin < kMax) {
+    if (lanes == kMin) f(IntConstant<kMin>());
+    else with_lanes<2 * kMin, kMax>(lanes, f);
+  } else {
+    f(IntConstant<kMin>());
+  }
+}
+
 // A row's reduction followed by its scalar formula (inv_rms, the scale): below the warp every
 // lane reduces and evaluates it; above, warp results meet in shared memory `red`, the row's
 // first warp combines them in the same pairwise order and its lane 0 evaluates the formula once
@@ -412,14 +426,14 @@ __device__ __forceinline__ void load_gamma(const RmsnormQuantCall& c, int32_t e,
 // ---------------------------------------------------------------- the kernel
 
 // Register budget: a block of up to 1024 threads (kVec 4) must fit 64 registers a thread; the
-// kVec 8 kernels (at most 512 threads) may use FN_GPU_MAXNREG8.
+// kVec >= 8 kernels (at most 512 threads) may use FN_GPU_MAXNREG8.
 #if defined(__HIPCC__)
 #define FN_KERNEL_BOUNDS(kVec) __launch_bounds__(kMaxBlockThreads)
 #else
 #ifndef FN_GPU_MAXNREG8
 #define FN_GPU_MAXNREG8 64  // measured best: 4 blocks of 256 (tests/scripts/gpu_variants.sh)
 #endif
-#define FN_KERNEL_BOUNDS(kVec) __maxnreg__((kVec) == 8 ? FN_GPU_MAXNREG8 : 64)
+#define FN_KERNEL_BOUNDS(kVec) __maxnreg__((kVec) >= 8 ? FN_GPU_MAXNREG8 : 64)
 #endif
 
 // What a kernel is compiled for. kAll: the general kernel, every option decided at run time, any
@@ -436,20 +450,33 @@ enum class Plan : int32_t {
   kGroup = 3,   // dynamic, groups inside a step (G <= P)
 };
 
-// The step counts with fast kernels: 4 steps of 8-element vectors, 5 to 8 steps of 4-element
-// vectors (H < 64 has fewer steps and takes the general kernel).
-inline bool fast_steps(const RowShape& s) {
-  return s.vec == 8 ? s.steps == kElemsPerThread / 8 : s.steps > kElemsPerThread / 8 && s.steps <= kElemsPerThread / 4;
+// The step counts with fast kernels: 4 to 8 (H < 64 has fewer steps and takes the general kernel).
+inline bool fast_steps(const RowShape& s) { return s.steps >= 4 && s.steps <= 8; }
+
+// The vectors of a fast kernel of S steps: 8 elements for 4 steps and, with 16-bit inputs, for 5
+// and 6 steps (40 or 48 elements a thread: such kernels compute y again where it is used instead
+// of keeping it, and a row takes half the threads of 4-element vectors, whose 20 or 24 elements
+// a thread left the per-row work dominant: measured at H 5120, 105 against 85 us); 4 elsewhere.
+// tests/scripts/gpu_variants.sh measured 56 and 64 elements a thread slower (H 7168, 16384).
+inline int fast_vec(DType in, int steps) { return steps <= 4 || (in != DType::kF32 && steps <= 6) ? 8 : 4; }
+template <DType kIn, int kSteps>
+constexpr int kFastVec = kSteps <= 4 || (kIn != DType::kF32 && kSteps <= 6) ? 8 : 4;
+
+// Groups inside a step take G / vec lanes, a power of two that must be at least the step count
+// (the group path computes a warp's scales for all steps at once, one group per lane).
+inline bool step_groups_fit(int64_t group, const RowShape& s) {
+  return group <= s.partials && group / s.vec >= s.steps;
 }
 
 // The fast kernel's plan for a call whose views allow one (vector-aligned, one leading
-// dimension, H a whole number of steps), or kAll. Groups larger than a step but smaller than the
-// row (H <= 4 G) take the general kernel. From the options and H alone (batch invariance).
+// dimension, H a whole number of steps) in row shape s, or kAll. Groups larger than a step but
+// smaller than the row (H <= 4 G), or too small for the lanes rule above, take the general
+// kernel. From the options and H alone (batch invariance).
 inline Plan fast_plan(const RmsnormQuantCall& c, const RowShape& s) {
   if (!fast_steps(s) || c.h % s.partials != 0) return Plan::kAll;
   if (c.mode == FUSEDNORM_SCALE_STATIC) return Plan::kStatic;
   if (c.mode == FUSEDNORM_SCALE_DYNAMIC_ROW || c.group >= c.h) return Plan::kRow;
-  return c.group <= s.partials ? Plan::kGroup : Plan::kAll;
+  return step_groups_fit(c.group, s) ? Plan::kGroup : Plan::kAll;
 }
 
 // Steps a thread holds in the kernel chosen (the weight table in shared memory has that many).
@@ -608,14 +635,13 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
           [len, eps](float ss) { return math::inv_rms(ss, len, eps); }, inv_of_row[parity]);
     }
 
-    // 3. y = (x * inv) * g; 0 past H (and in steps past the row).
-    float y[kSteps][kVec];
-#pragma unroll
-    for (int s = 0; s < kSteps; ++s) {
+    // 3. y = (x * inv) * g of step s; 0 past H (and in steps past the row). Kernels of up to 32
+    // elements a thread keep y in registers; those of more compute it again where it is used.
+    auto make_y = [&](int s, float v[kVec]) {
       if (s >= S) {  // uniform: a step past the row
 #pragma unroll
-        for (int j = 0; j < kVec; ++j) y[s][j] = 0.0f;
-        continue;
+        for (int j = 0; j < kVec; ++j) v[j] = 0.0f;
+        return;
       }
       const int32_t e = elem0(s);
       if (norm) {
@@ -630,19 +656,35 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
           load_gamma<kVec, kFast>(c, e, h, acc.w, g);
         }
 #pragma unroll
-        for (int j = 0; j < kVec; ++j) y[s][j] = math::norm_apply(xv(s, j), inv, g[j]);
+        for (int j = 0; j < kVec; ++j) v[j] = math::norm_apply(In::get(raw[s], j), inv, g[j]);
       } else {
 #pragma unroll
-        for (int j = 0; j < kVec; ++j) y[s][j] = xv(s, j);
+        for (int j = 0; j < kVec; ++j) v[j] = In::get(raw[s], j);
       }
       if (!kFast && e + kVec > h) {
 #pragma unroll
         for (int j = 0; j < kVec; ++j)
-          if (e + j >= h) y[s][j] = 0.0f;
+          if (e + j >= h) v[j] = 0.0f;
       }
+    };
+    constexpr bool kKeepY = kVec * kSteps <= kElemsPerThread;
+    float y_kept[kKeepY ? kSteps : 1][kVec];
+    if (kKeepY) {
+#pragma unroll
+      for (int s = 0; s < kSteps; ++s) make_y(s, y_kept[kKeepY ? s : 0]);
     }
-    // max |y| as bits: see AbsMax.
-    auto unit_max = [&](const float v[kVec], AbsMax m) {
+    auto y_of = [&](int s, float v[kVec]) {
+      if (kKeepY) {
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) v[j] = y_kept[kKeepY ? s : 0][j];
+      } else {
+        make_y(s, v);
+      }
+    };
+    // max |y| of step s as bits: see AbsMax.
+    auto unit_max = [&](int s, AbsMax m) {
+      float v[kVec];
+      y_of(s, v);
 #pragma unroll
       for (int j = 0; j < kVec; ++j) m.add(v[j]);
       return m;
@@ -651,8 +693,9 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
     auto encode_store = [&](int s, float r) {
       if (!active || s >= S) return;
       float q[kVec];
+      y_of(s, q);
 #pragma unroll
-      for (int j = 0; j < kVec; ++j) q[j] = math::mul_rn(y[s][j], r);
+      for (int j = 0; j < kVec; ++j) q[j] = math::mul_rn(q[j], r);
       if (c.qclamp < INFINITY) {
 #pragma unroll
         for (int j = 0; j < kVec; ++j) q[j] = math::clamp_sym(q[j], c.qclamp);
@@ -669,9 +712,8 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
 #pragma unroll
       for (int s = 0; s < kSteps; ++s) encode_store(s, static_r);
     } else if (step_groups) {
-      // Groups inside a step: G / kVec adjacent lanes share one (G is 32, 64 or 128, so lanes >=
-      // 4 and every count below is a power of two). The body is compiled per lane count, so its
-      // shuffles and shifts are constants.
+      // Groups inside a step: G / kVec adjacent lanes share one (every count below is a power of
+      // two). The body is compiled per lane count, so its shuffles and shifts are constants.
       auto groups_in_steps = [&](auto lanes_c) {
         constexpr int kLanes = decltype(lanes_c)::value, kLgLanes = ilog2(kLanes);
         const int lg = kLgLanes + ilog2(kVec);  // log2 G
@@ -684,7 +726,7 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
         uint32_t mine = 0;
 #pragma unroll
         for (int s = 0; s < kSteps; ++s) {
-          const uint32_t m = lanes_max<kWarp>(unit_max(y[s], AbsMax()).bits(), kLanes);
+          const uint32_t m = lanes_max<kWarp>(unit_max(s, AbsMax()).bits(), kLanes);
           const uint32_t v = FN_SHFL(m, (lane & (kQ - 1)) << kLgLanes, kWarp);
           if ((lane >> kLgQ) == s) mine = v;
         }
@@ -699,11 +741,9 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
           encode_store(s, r);
         }
       };
-      // G / kVec: 4, 8 or 16 lanes with vectors of 8; 8, 16 or 32 with vectors of 4.
-      if (kVec == 8 && g == 4 * kVec) groups_in_steps(IntConstant<4>());
-      else if (g == 8 * kVec) groups_in_steps(IntConstant<8>());
-      else if (kVec == 8 || g == 16 * kVec) groups_in_steps(IntConstant<16>());
-      else groups_in_steps(IntConstant<32>());
+      // G / kVec lanes: a power of two from kSteps (step_groups_fit) to 128 / kVec.
+      constexpr int kMinLanes = kSteps <= 4 ? 4 : 8, kMaxLanes = 128 / kVec < kWarp ? 128 / kVec : kWarp;
+      with_lanes<kMinLanes, kMaxLanes>(g >> ilog2(kVec), groups_in_steps);
     } else {
       // Steps a unit: the row, or G / P (a power of two) steps of it.
       const int per = kFast || g >= h ? kSteps : g >> (__ffs(P) - 1);
@@ -714,7 +754,7 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
         AbsMax am;
 #pragma unroll
         for (int s = 0; s < kSteps; ++s)
-          if (s >= s0 && s < s0 + per) am = unit_max(y[s], am);
+          if (s >= s0 && s < s0 + per) am = unit_max(s, am);
         if (per != kSteps) __syncthreads();  // several units a row: `red` is reused at once
         const float qmax = c.qmax, scale_ub = c.scale_ub, min_scale = c.min_scale;
         const math::ScaleType scale_type = c.scale_type;
@@ -754,17 +794,17 @@ __global__ void verify_encoder_kernel(uint64_t base, uint64_t n, unsigned long l
 
 using KernelFn = void (*)(const RmsnormQuantCall, const RowShape, const Accesses, const int32_t);
 
-// The fast kernels of one plan, by the row's exact step count (fast_steps(shape) must hold).
+// The fast kernels of one plan, by the row's exact step count (fast_steps(shape) must hold; the
+// shape's vectors are fast_vec's).
 template <DType kIn, DType kOut, Plan kPlan>
 KernelFn rmsnorm_quant_kernel_fast(const RowShape& shape) {
   constexpr int kWarp = kGpuWarp;
-  static_assert(kElemsPerThread == 32, "the fast kernels below hold 4 steps of 8 or 5 to 8 steps of 4");
   switch (shape.steps) {
-    case 4: return &rmsnorm_quant_kernel<kIn, kOut, kWarp, 8, 4, kPlan>;
-    case 5: return &rmsnorm_quant_kernel<kIn, kOut, kWarp, 4, 5, kPlan>;
-    case 6: return &rmsnorm_quant_kernel<kIn, kOut, kWarp, 4, 6, kPlan>;
-    case 7: return &rmsnorm_quant_kernel<kIn, kOut, kWarp, 4, 7, kPlan>;
-    case 8: return &rmsnorm_quant_kernel<kIn, kOut, kWarp, 4, 8, kPlan>;
+    case 4: return &rmsnorm_quant_kernel<kIn, kOut, kWarp, kFastVec<kIn, 4>, 4, kPlan>;
+    case 5: return &rmsnorm_quant_kernel<kIn, kOut, kWarp, kFastVec<kIn, 5>, 5, kPlan>;
+    case 6: return &rmsnorm_quant_kernel<kIn, kOut, kWarp, kFastVec<kIn, 6>, 6, kPlan>;
+    case 7: return &rmsnorm_quant_kernel<kIn, kOut, kWarp, kFastVec<kIn, 7>, 7, kPlan>;
+    case 8: return &rmsnorm_quant_kernel<kIn, kOut, kWarp, kFastVec<kIn, 8>, 8, kPlan>;
     default: return nullptr;
   }
 }

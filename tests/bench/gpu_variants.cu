@@ -247,8 +247,11 @@ int main(int argc, char** argv) {
       c.scales.strides[0] = 4;
       c.scale_col_stride = 4;
     }
-    const RowShape shape = row_shape(h);
+    // The plugin's choice (plugin.cuh; the views here are aligned, one leading dimension).
+    RowShape shape = row_shape(h);
+    if (fast_steps(shape)) shape = row_shape(h, fast_vec(DType::kBF16, shape.steps));
     const Plan plan = getenv("VARIANT_GENERAL") == nullptr ? fast_plan(c, shape) : Plan::kAll;
+    if (plan == Plan::kAll) shape = row_shape(h);
     KernelFn fn = rmsnorm_quant_kernel_pick<DType::kBF16, DType::k_f8e4m3fn>(shape, plan);
     const unsigned threads = unsigned(shape.rows_per_block * shape.threads_per_row);
     const size_t smem = size_t(threads) * shape.vec * kernel_steps(shape, plan) * 4;
