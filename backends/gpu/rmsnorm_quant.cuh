@@ -463,9 +463,10 @@ template <DType kIn, int kSteps>
 constexpr int kFastVec = kSteps <= 4 || (kIn != DType::kF32 && kSteps <= 6) ? 8 : 4;
 
 // Groups inside a step take G / vec lanes, a power of two that must be at least the step count
-// (the group path computes a warp's scales for all steps at once, one group per lane).
+// (the group path computes a warp's scales for all steps at once, one group per lane); the fast
+// group kernel also wants a row of at least a warp (its lanes store their own group's scale).
 inline bool step_groups_fit(int64_t group, const RowShape& s) {
-  return group <= s.partials && group / s.vec >= s.steps;
+  return group <= s.partials && group / s.vec >= s.steps && s.threads_per_row >= kGpuWarp;
 }
 
 // The fast kernel's plan for a call whose views allow one (vector-aligned, one leading
@@ -731,13 +732,22 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
           if ((lane >> kLgQ) == s) mine = v;
         }
         const math::DynamicScale ds = math::dynamic_scale(mine, c.qmax, c.scale_ub, c.min_scale, c.scale_type);
+        if (kFast) {
+          // The lane that computed a group's scale stores it (a fast kernel's warp lies in one
+          // row: fast_plan), one store a lane instead of one a step.
+          const int s = lane >> kLgQ, q = lane & (kQ - 1);
+          const int32_t e = s * P + kVec * ((t & ~(kWarp - 1)) + (q << kLgLanes));
+          if (active && s < kSteps) store_scale(c, scale_base, e >> lg, ds.stored);
+        }
 #pragma unroll
         for (int s = 0; s < kSteps; ++s) {
           const int src = s * kQ + (lane >> kLgLanes);
           const float r = FN_SHFL(ds.r, src, kWarp);
-          const uint32_t stored = FN_SHFL(ds.stored, src, kWarp);
-          const int32_t e = elem0(s);
-          if (active && s < S && e < h && (t & (kLanes - 1)) == 0) store_scale(c, scale_base, e >> lg, stored);
+          if (!kFast) {
+            const uint32_t stored = FN_SHFL(ds.stored, src, kWarp);
+            const int32_t e = elem0(s);
+            if (active && s < S && e < h && (t & (kLanes - 1)) == 0) store_scale(c, scale_base, e >> lg, stored);
+          }
           encode_store(s, r);
         }
       };
