@@ -719,29 +719,52 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
         constexpr int kLanes = decltype(lanes_c)::value, kLgLanes = ilog2(kLanes);
         const int lg = kLgLanes + ilog2(kVec);  // log2 G
         const int lane = threadIdx.x & (kWarp - 1);
-        // A warp holds Q = kWarp / lanes groups a step, kSteps * Q <= kWarp in all: lane
-        // s * Q + q computes the scale of group q of step s, so the warp runs the scale formula
-        // (two correctly rounded divisions) once instead of once a step; shuffles carry the
-        // maxima there and the multipliers and stored scales back.
-        constexpr int kLgQ = ilog2(kWarp) - kLgLanes, kQ = 1 << kLgQ;
-        uint32_t mine = 0;
+        // The maxima of all the warp's groups of all steps in one transposed butterfly: a lane
+        // starts with its N = kSteps rounded up to a power of two step maxima (0 past kSteps); at
+        // level k it keeps the half of its values selected by lane bit k and swaps the other half
+        // with lane ^ 2^k, so after log2 N levels it holds one value, of step
+        // s = bitrev(lane mod N) (N - 1 shuffles instead of kSteps per level); the levels from
+        // log2 N to log2 kLanes are plain. Lane (q << kLgLanes) | bitrev(s) then holds the
+        // maximum of group q of step s (N <= kLanes: step_groups_fit), evaluates the scale
+        // formula (two correctly rounded divisions) once for it, and shuffles carry the
+        // multipliers back.
+        constexpr int kN = kSteps <= 4 ? 4 : 8, kLgN = ilog2(kN);
+        auto bitrev = [](int v) {
+          int r = 0;
 #pragma unroll
-        for (int s = 0; s < kSteps; ++s) {
-          const uint32_t m = lanes_max<kWarp>(unit_max(s, AbsMax()).bits(), kLanes);
-          const uint32_t v = FN_SHFL(m, (lane & (kQ - 1)) << kLgLanes, kWarp);
-          if ((lane >> kLgQ) == s) mine = v;
+          for (int k = 0; k < kLgN; ++k) r |= ((v >> k) & 1) << (kLgN - 1 - k);
+          return r;
+        };
+        uint32_t m[kN];
+#pragma unroll
+        for (int s = 0; s < kN; ++s) m[s] = s < kSteps ? unit_max(s, AbsMax()).bits() : 0u;
+#pragma unroll
+        for (int k = 0; k < kLgN; ++k) {
+          const int half = kN >> (k + 1);
+          const bool upper = (lane >> k) & 1;
+#pragma unroll
+          for (int i = 0; i < half; ++i) {
+            const uint32_t keep = upper ? m[half + i] : m[i], give = upper ? m[i] : m[half + i];
+            const uint32_t o = FN_SHFL_XOR(give, 1 << k, kWarp);
+            m[i] = o > keep ? o : keep;
+          }
         }
-        const math::DynamicScale ds = math::dynamic_scale(mine, c.qmax, c.scale_ub, c.min_scale, c.scale_type);
+#pragma unroll
+        for (int k = kLgN; k < kLgLanes; ++k) {
+          const uint32_t o = FN_SHFL_XOR(m[0], 1 << k, kWarp);
+          m[0] = o > m[0] ? o : m[0];
+        }
+        const math::DynamicScale ds = math::dynamic_scale(m[0], c.qmax, c.scale_ub, c.min_scale, c.scale_type);
         if (kFast) {
-          // The lane that computed a group's scale stores it (a fast kernel's warp lies in one
+          // One lane of a group's holders stores its scale (a fast kernel's warp lies in one
           // row: fast_plan), one store a lane instead of one a step.
-          const int s = lane >> kLgQ, q = lane & (kQ - 1);
+          const int s = bitrev(lane & (kN - 1)), q = lane >> kLgLanes;
           const int32_t e = s * P + kVec * ((t & ~(kWarp - 1)) + (q << kLgLanes));
-          if (active && s < kSteps) store_scale(c, scale_base, e >> lg, ds.stored);
+          if (active && s < kSteps && (lane & (kLanes - 1) & ~(kN - 1)) == 0) store_scale(c, scale_base, e >> lg, ds.stored);
         }
 #pragma unroll
         for (int s = 0; s < kSteps; ++s) {
-          const int src = s * kQ + (lane >> kLgLanes);
+          const int src = (lane & ~(kLanes - 1)) | bitrev(s);
           const float r = FN_SHFL(ds.r, src, kWarp);
           if (!kFast) {
             const uint32_t stored = FN_SHFL(ds.stored, src, kWarp);
