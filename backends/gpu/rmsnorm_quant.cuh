@@ -322,11 +322,10 @@ __device__ __forceinline__ void with_lanes(int lanes, F f) {
 // for the row, and after a second barrier every thread reads the result from `out`. A caller
 // alternates between two `red` and two `out` buffers from row to row: a buffer is written again
 // only after barriers that every reader of its previous contents has passed. Combine(a, b) is
-// the reduction's pairwise step; every thread of the block must call this.
-#ifndef FN_GPU_ROW_ONCE
-#define FN_GPU_ROW_ONCE 1  // tuning knob: 0 = every warp of the row evaluates the formula
-#endif
-template <int kWarp, class T, class Combine, class Finish>
+// the reduction's pairwise step; every thread of the block must call this. !kOnce: every warp of
+// the row combines the warp results and evaluates the formula itself (one barrier instead of
+// two, the formula once per warp).
+template <int kWarp, bool kOnce, class T, class Combine, class Finish>
 __device__ __forceinline__ auto row_reduce_finish(T v, int t, int threads_per_row, int row_in_block, T* red,
                                                   Combine combine, Finish finish, decltype(finish(v))* out)
     -> decltype(finish(v)) {
@@ -343,13 +342,13 @@ __device__ __forceinline__ auto row_reduce_finish(T v, int t, int threads_per_ro
   const int first = warp - t / kWarp;
   if (lane == 0) red[warp] = v;
   __syncthreads();
-  if (!FN_GPU_ROW_ONCE || warp == first) {
+  if (!kOnce || warp == first) {
     const int n = threads_per_row / kWarp;
     T p = lane < n ? red[first + lane] : T(0);
 #pragma unroll
     for (int m = 1; m < kMaxBlockThreads / kWarp; m *= 2)
       if (m < n) p = combine(p, FN_SHFL_XOR(p, m, kWarp));
-    if (!FN_GPU_ROW_ONCE) return finish(FN_SHFL(p, 0, kWarp));  // every warp evaluates it
+    if (!kOnce) return finish(FN_SHFL(p, 0, kWarp));  // every warp evaluates it
     if (lane == 0) out[row_in_block] = finish(p);
   }
   __syncthreads();
@@ -487,6 +486,19 @@ template <DType kIn, DType kOut, int kWarp, int kVec, int kSteps, Plan kPlan>
 __global__ void FN_KERNEL_BOUNDS(kVec)
     rmsnorm_quant_kernel(FN_GRID_CONSTANT const RmsnormQuantCall c, const RowShape shape, const Accesses acc, const int32_t gamma_smem) {
   constexpr bool kFast = kPlan != Plan::kAll;
+  // Who evaluates a row's formula after its block reduction (row_reduce_finish): measured best
+  // (docs/performance.md), every warp for inv_rms in the per-row kernels and the row's first warp
+  // elsewhere. The knobs FN_GPU_INV_ONCE / FN_GPU_SCALE_ONCE (0 or 1) force one choice.
+#ifdef FN_GPU_INV_ONCE
+  constexpr bool kInvOnce = FN_GPU_INV_ONCE;
+#else
+  constexpr bool kInvOnce = kPlan != Plan::kRow;
+#endif
+#ifdef FN_GPU_SCALE_ONCE
+  constexpr bool kScaleOnce = FN_GPU_SCALE_ONCE;
+#else
+  constexpr bool kScaleOnce = true;
+#endif
   using In = InTraits<kIn>;
   using InVec = Vec<In::kBytes, kVec>;
   constexpr int kW = InVec::kWords;
@@ -631,7 +643,7 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
 #pragma unroll
         for (int j = 0; j < n / 2; ++j) part[j] = math::add_rn(part[2 * j], part[2 * j + 1]);
       const float len = math::length_f32(h), eps = c.eps;
-      inv = row_reduce_finish<kWarp>(
+      inv = row_reduce_finish<kWarp, kInvOnce>(
           part[0], t, T, rib, red_sum[parity], [](float a, float b) { return math::add_rn(a, b); },
           [len, eps](float ss) { return math::inv_rms(ss, len, eps); }, inv_of_row[parity]);
     }
@@ -791,7 +803,7 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
         if (per != kSteps) __syncthreads();  // several units a row: `red` is reused at once
         const float qmax = c.qmax, scale_ub = c.scale_ub, min_scale = c.min_scale;
         const math::ScaleType scale_type = c.scale_type;
-        const math::DynamicScale ds = row_reduce_finish<kWarp>(
+        const math::DynamicScale ds = row_reduce_finish<kWarp, kScaleOnce>(
             am.bits(), t, T, rib, red, [](uint32_t a, uint32_t b) { return a > b ? a : b; },
             [=](uint32_t m) { return math::dynamic_scale(m, qmax, scale_ub, min_scale, scale_type); },
             scale_of_row[parity]);

@@ -1,6 +1,6 @@
 // Tuning harness for the GPU rmsnorm_quant kernel (not part of the library or the test suite):
 // compiles the kernel of backends/gpu/ for bf16 -> f8e4m3fn with the build-time knobs given as
-// -D flags (FN_GPU_MAXNREG8, FN_GPU_ROW_ONCE), launches it
+// -D flags (FN_GPU_MAXNREG8, FN_GPU_INV_ONCE, FN_GPU_SCALE_ONCE), launches it
 // through the plugin's own launch code (backends/gpu/launch.cuh), times a few shapes and modes with
 // CUDA events over input sets larger than L2 (small calls replayed from a CUDA graph), and prints a hash of every output so that variants
 // can be checked for identical bytes. Run by tests/scripts/gpu_variants.sh on the device.
@@ -127,7 +127,7 @@ int main(int argc, char** argv) {
   CK(cudaSetDevice(dev));
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, dev));
-  printf("# variant vec8 maxnreg=%d; row_once=%d; on %s\n", FN_GPU_MAXNREG8, FN_GPU_ROW_ONCE, prop.name);
+  printf("# variant: vec8 maxnreg %d on %s\n", FN_GPU_MAXNREG8, prop.name);
 
   if (argc > 1 && strcmp(argv[1], "nan") == 0) {
     unsigned* seen;

@@ -2,7 +2,8 @@
 # Tuning run on the device: builds tests/bench/gpu_variants.cu once per knob setting (in
 # parallel) and runs each; logs under ${OUT:-build-gpu/out}. DLPack's header comes from the
 # system or from the .deb in ${FUSEDNORM_DEPS_DIR:-.deps} (see tests/scripts/gpu.sh). Usage:
-#   bash tests/scripts/gpu_variants.sh "MAXNREG8 [ROW_ONCE]" ...
+#   bash tests/scripts/gpu_variants.sh "KNOB=VALUE ..." ...     ("" = the library's settings)
+# knobs: FN_GPU_MAXNREG8, FN_GPU_INV_ONCE, FN_GPU_SCALE_ONCE (backends/gpu/rmsnorm_quant.cuh).
 # (VARIANT_GENERAL=1: every case through the general kernel instead of its fast one.)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -16,10 +17,9 @@ if [ ! -f /usr/include/dlpack/dlpack.h ]; then
 fi
 variants=("$@")
 for i in "${!variants[@]}"; do
-  read -r nr8 once <<<"${variants[$i]}"
-  nvcc -std=c++17 -O3 -arch=sm_90a -fmad=false -Xptxas -v -Iinclude -Isrc -I. "${inc[@]}" \
-    -DFN_GPU_MAXNREG8=$nr8 \
-    -DFN_GPU_ROW_ONCE=${once:-1} \
+  defs=()
+  for d in ${variants[$i]}; do defs+=("-D$d"); done
+  nvcc -std=c++17 -O3 -arch=sm_90a -fmad=false -Xptxas -v -Iinclude -Isrc -I. "${inc[@]}" "${defs[@]}" \
     -o build-gpu/variants/v$i tests/bench/gpu_variants.cu >"$out/build_v$i.log" 2>&1 &
 done
 wait
