@@ -3,10 +3,11 @@
 // the row read once and kept in registers. Thread t owns the kVec partial sums kVec*t .. kVec*t +
 // kVec - 1 of the canonical reduction (docs/numerics.md §2), i.e. elements s*P + kVec*t + j for
 // steps s < S, which it accumulates in step order; the pairwise tree continues across threads
-// with shfl_xor and across warps through shared memory. kVec * kSteps = 32 elements a thread.
-// The grid is persistent: each block walks over groups of R rows (resident blocks hide each
-// other's load latency; prefetching the next rows into registers is a knob, off: it measured
-// slower). Block shape and kernel depend on H only; the grid size depends on the row count but
+// with shfl_xor and across warps through shared memory. kVec * kSteps = 32 elements a thread in
+// the general kernel, 20 to 48 in the fast ones (fast_vec). The grid is persistent: each block
+// walks over groups of R rows (resident blocks hide each other's load latency; the block's next
+// rows are prefetched into L2, not into registers, which measured slower). Block shape and
+// kernel depend on H, the dtypes and the options only; the grid size depends on the row count but
 // no row's arithmetic does (batch invariance).
 #pragma once
 
@@ -626,8 +627,6 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
                        : c.packed                              ? out + h
                                                                : row_at<kFast>(c.lead, c.scales, row);
 
-    auto xv = [&](int s, int j) { return In::get(raw[s], j); };
-
     // 2. Sum of squares in the canonical order, inv_rms. Elements past H are 0 and add nothing.
     float inv = 1.0f;
     if (norm) {
@@ -637,7 +636,7 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
 #pragma unroll
       for (int s = 0; s < kSteps; ++s)
 #pragma unroll
-        for (int j = 0; j < kVec; ++j) part[j] = math::add_rn(part[j], math::mul_rn(xv(s, j), xv(s, j)));
+        for (int j = 0; j < kVec; ++j) part[j] = math::add_rn(part[j], math::mul_rn(In::get(raw[s], j), In::get(raw[s], j)));
 #pragma unroll
       for (int n = kVec; n > 1; n /= 2)
 #pragma unroll
