@@ -141,8 +141,7 @@ fusednorm_status plugin_rmsnorm_quant(const RmsnormQuantCall* call, int32_t devi
   // A fast kernel (vectors of fast_vec elements) where the views allow one (vector access
   // everywhere, one leading dimension) and fast_plan has one for the options and H; else the
   // general kernel. The same arithmetic either way.
-  RowShape shape = row_shape(c.h);
-  if (fast_steps(shape)) shape = row_shape(c.h, fast_vec(c.in_type, shape.steps));
+  RowShape shape = fast_row_shape(c.h, c.in_type);
   Accesses acc = accesses(shape);
   const Plan plan = acc.in == kVectors && acc.out == kVectors && acc.w == kVectors && c.lead.ndim <= 1
                         ? fast_plan(c, shape)

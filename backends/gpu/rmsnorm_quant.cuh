@@ -456,11 +456,17 @@ inline bool fast_steps(const RowShape& s) { return s.steps >= 4 && s.steps <= 8;
 // The vectors of a fast kernel of S steps: 8 elements for 4 steps and, with 16-bit inputs, for 5
 // and 6 steps (40 or 48 elements a thread: such kernels compute y again where it is used instead
 // of keeping it, and a row takes half the threads of 4-element vectors, whose 20 or 24 elements
-// a thread left the per-row work dominant: measured at H 5120, 105 against 85 us); 4 elsewhere.
+// a thread left the per-row work dominant: measured at H 5120, 104.5 against 87 us); 4 elsewhere.
 // tests/scripts/gpu_variants.sh measured 56 and 64 elements a thread slower (H 7168, 16384).
-inline int fast_vec(DType in, int steps) { return steps <= 4 || (in != DType::kF32 && steps <= 6) ? 8 : 4; }
-template <DType kIn, int kSteps>
-constexpr int kFastVec = kSteps <= 4 || (kIn != DType::kF32 && kSteps <= 6) ? 8 : 4;
+constexpr int fast_vec(DType in, int steps) { return steps <= 4 || (in != DType::kF32 && steps <= 6) ? 8 : 4; }
+
+// The row shape of the fast kernels for H and the input dtype (fast_vec's vectors where
+// fast_steps holds), or the general one; the caller falls back to row_shape(h) when fast_plan
+// finds no fast kernel.
+inline RowShape fast_row_shape(int64_t h, DType in) {
+  const RowShape s = row_shape(h);
+  return fast_steps(s) ? row_shape(h, fast_vec(in, s.steps)) : s;
+}
 
 // Groups inside a step take G / vec lanes, a power of two that must be at least the step count
 // (the group path computes a warp's scales for all steps at once, one group per lane); the fast
@@ -726,6 +732,7 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
     } else if (step_groups) {
       // Groups inside a step: G / kVec adjacent lanes share one (every count below is a power of
       // two). The body is compiled per lane count, so its shuffles and shifts are constants.
+      constexpr int kStepsPow2 = kSteps <= 4 ? 4 : 8;  // kSteps rounded up to a power of two
       auto groups_in_steps = [&](auto lanes_c) {
         constexpr int kLanes = decltype(lanes_c)::value, kLgLanes = ilog2(kLanes);
         const int lg = kLgLanes + ilog2(kVec);  // log2 G
@@ -739,7 +746,7 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
         // maximum of group q of step s (N <= kLanes: step_groups_fit), evaluates the scale
         // formula (two correctly rounded divisions) once for it, and shuffles carry the
         // multipliers back.
-        constexpr int kN = kSteps <= 4 ? 4 : 8, kLgN = ilog2(kN);
+        constexpr int kN = kStepsPow2, kLgN = ilog2(kN);
         auto bitrev = [](int v) {
           int r = 0;
 #pragma unroll
@@ -786,7 +793,7 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
         }
       };
       // G / kVec lanes: a power of two from kSteps (step_groups_fit) to 128 / kVec.
-      constexpr int kMinLanes = kSteps <= 4 ? 4 : 8, kMaxLanes = 128 / kVec < kWarp ? 128 / kVec : kWarp;
+      constexpr int kMinLanes = kStepsPow2, kMaxLanes = 128 / kVec < kWarp ? 128 / kVec : kWarp;
       with_lanes<kMinLanes, kMaxLanes>(g >> ilog2(kVec), groups_in_steps);
     } else {
       // Steps a unit: the row, or G / P (a power of two) steps of it.
@@ -844,11 +851,11 @@ template <DType kIn, DType kOut, Plan kPlan>
 KernelFn rmsnorm_quant_kernel_fast(const RowShape& shape) {
   constexpr int kWarp = kGpuWarp;
   switch (shape.steps) {
-    case 4: return &rmsnorm_quant_kernel<kIn, kOut, kWarp, kFastVec<kIn, 4>, 4, kPlan>;
-    case 5: return &rmsnorm_quant_kernel<kIn, kOut, kWarp, kFastVec<kIn, 5>, 5, kPlan>;
-    case 6: return &rmsnorm_quant_kernel<kIn, kOut, kWarp, kFastVec<kIn, 6>, 6, kPlan>;
-    case 7: return &rmsnorm_quant_kernel<kIn, kOut, kWarp, kFastVec<kIn, 7>, 7, kPlan>;
-    case 8: return &rmsnorm_quant_kernel<kIn, kOut, kWarp, kFastVec<kIn, 8>, 8, kPlan>;
+    case 4: return &rmsnorm_quant_kernel<kIn, kOut, kWarp, fast_vec(kIn, 4), 4, kPlan>;
+    case 5: return &rmsnorm_quant_kernel<kIn, kOut, kWarp, fast_vec(kIn, 5), 5, kPlan>;
+    case 6: return &rmsnorm_quant_kernel<kIn, kOut, kWarp, fast_vec(kIn, 6), 6, kPlan>;
+    case 7: return &rmsnorm_quant_kernel<kIn, kOut, kWarp, fast_vec(kIn, 7), 7, kPlan>;
+    case 8: return &rmsnorm_quant_kernel<kIn, kOut, kWarp, fast_vec(kIn, 8), 8, kPlan>;
     default: return nullptr;
   }
 }

@@ -248,8 +248,7 @@ int main(int argc, char** argv) {
       c.scale_col_stride = 4;
     }
     // The plugin's choice (plugin.cuh; the views here are aligned, one leading dimension).
-    RowShape shape = row_shape(h);
-    if (fast_steps(shape)) shape = row_shape(h, fast_vec(DType::kBF16, shape.steps));
+    RowShape shape = fast_row_shape(h, DType::kBF16);
     const Plan plan = getenv("VARIANT_GENERAL") == nullptr ? fast_plan(c, shape) : Plan::kAll;
     if (plan == Plan::kAll) shape = row_shape(h);
     KernelFn fn = rmsnorm_quant_kernel_pick<DType::kBF16, DType::k_f8e4m3fn>(shape, plan);
