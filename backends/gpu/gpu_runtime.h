@@ -39,6 +39,9 @@ constexpr int kGpuWarp = 64;  // CDNA wavefront
 #define FN_STORE_GLOBAL(p, v) (*(p) = (v))
 #define FN_LOAD_RO(p) (*(p))
 __device__ __forceinline__ void gpu_prefetch_l2_range(const char*, uint32_t, int, int) {}
+template <int kBytes>
+__device__ __forceinline__ void gpu_copy_async(void* smem, const void* src) { memcpy(smem, src, kBytes); }
+__device__ __forceinline__ void gpu_copy_async_wait_all() {}
 // An opaque copy of a per-thread value (a vector register): the compiler cannot see through it,
 // so what is derived from it is computed after this point, not hoisted before it.
 __device__ __forceinline__ void gpu_launder(int& v) { asm volatile("" : "+v"(v)); }
@@ -93,6 +96,22 @@ constexpr int kGpuWarp = 32;
 // A load through the read-only (non-coherent) path: data the kernel does not write before
 // reading it.
 #define FN_LOAD_RO(p) __ldg(p)
+// kBytes (4, 8 or 16, aligned to that) from global memory to shared memory without a register
+// (cp.async, sm_80+; a plain copy before); visible to this thread after gpu_copy_async_wait_all.
+template <int kBytes>
+__device__ __forceinline__ void gpu_copy_async(void* smem, const void* src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const uint32_t d = uint32_t(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(d), "l"(src), "n"(kBytes) : "memory");
+#else
+  memcpy(smem, src, kBytes);
+#endif
+}
+__device__ __forceinline__ void gpu_copy_async_wait_all() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_all;" ::: "memory");
+#endif
+}
 // A hint that brings bytes [p, p + n) into L2, called by threads i < count together (no value is
 // read: safe before the previous grid's writes are visible, since L2 is where they land). On
 // sm_90 one bulk prefetch by thread 0 over the 16-byte granules that hold the range (they lie in

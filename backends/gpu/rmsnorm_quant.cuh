@@ -13,6 +13,8 @@
 
 #include <stdint.h>
 
+#include <type_traits>
+
 #include "backends/gpu/gpu_runtime.h"
 #include "core/call.h"
 #include "math/quant_math.h"
@@ -287,24 +289,25 @@ __device__ __forceinline__ void store_scale(const RmsnormQuantCall& c, char* bas
 // A row's T threads are T consecutive lanes of the block (T a power of two); shfl_xor pairs
 // lanes t and t^m, in the canonical pairwise order for sums.
 
-template <int kWarp>
-__device__ __forceinline__ uint32_t lanes_max(uint32_t v, int lanes) {
-  if (lanes >= kWarp) {
+// The unsigned maximum as a reduction's pairwise step (amax bits): order-free, so a whole warp's
+// takes one redux instruction on sm_80+ instead of a butterfly of shuffles.
+struct MaxU32 {
+  __device__ __forceinline__ uint32_t operator()(uint32_t a, uint32_t b) const { return a > b ? a : b; }
+};
+
+// v combined over a whole warp: the butterfly of shfl_xor (for sums, the canonical pairwise order).
+template <int kWarp, class T, class Combine>
+__device__ __forceinline__ T warp_reduce(T v, Combine combine) {
 #pragma unroll
-    for (int m = 1; m < kWarp; m *= 2) {
-      const uint32_t o = FN_SHFL_XOR(v, m, kWarp);
-      v = o > v ? o : v;
-    }
-    return v;
-  }
-#pragma unroll
-  for (int m = 1; m < kWarp; m *= 2)
-    if (m < lanes) {
-      const uint32_t o = FN_SHFL_XOR(v, m, kWarp);
-      v = o > v ? o : v;
-    }
+  for (int m = 1; m < kWarp; m *= 2) v = combine(v, FN_SHFL_XOR(v, m, kWarp));
   return v;
 }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(__HIPCC__)
+template <int kWarp>
+__device__ __forceinline__ uint32_t warp_reduce(uint32_t v, MaxU32) {
+  return __reduce_max_sync(0xFFFFFFFFu, v);
+}
+#endif
 
 // Calls f(IntConstant<L>()) for the run-time lanes L, a power of two in [kMin, kMax].
 template <int kMin, int kMax, class F>
@@ -331,8 +334,7 @@ __device__ __forceinline__ auto row_reduce_finish(T v, int t, int threads_per_ro
                                                   Combine combine, Finish finish, decltype(finish(v))* out)
     -> decltype(finish(v)) {
   if (threads_per_row >= kWarp) {
-#pragma unroll
-    for (int m = 1; m < kWarp; m *= 2) v = combine(v, FN_SHFL_XOR(v, m, kWarp));
+    v = warp_reduce<kWarp>(v, combine);
   } else {
 #pragma unroll
     for (int m = 1; m < kWarp; m *= 2)
@@ -346,9 +348,13 @@ __device__ __forceinline__ auto row_reduce_finish(T v, int t, int threads_per_ro
   if (!kOnce || warp == first) {
     const int n = threads_per_row / kWarp;
     T p = lane < n ? red[first + lane] : T(0);
+    if (n == kWarp || std::is_same<Combine, MaxU32>::value) {  // lanes past n hold 0: no maximum's change
+      p = warp_reduce<kWarp>(p, combine);
+    } else {
 #pragma unroll
-    for (int m = 1; m < kMaxBlockThreads / kWarp; m *= 2)
-      if (m < n) p = combine(p, FN_SHFL_XOR(p, m, kWarp));
+      for (int m = 1; m < kMaxBlockThreads / kWarp; m *= 2)
+        if (m < n) p = combine(p, FN_SHFL_XOR(p, m, kWarp));
+    }
     if (!kOnce) return finish(FN_SHFL(p, 0, kWarp));  // every warp evaluates it
     if (lane == 0) out[row_in_block] = finish(p);
   }
@@ -489,6 +495,28 @@ inline Plan fast_plan(const RmsnormQuantCall& c, const RowShape& s) {
 // Steps a thread holds in the kernel chosen (the weight table in shared memory has that many).
 inline int kernel_steps(const RowShape& s, Plan plan) { return plan != Plan::kAll ? s.steps : kElemsPerThread / s.vec; }
 
+// FN_GPU_TRACE (tuning harness only, tests/bench/gpu_variants.cu): block 0's thread 0 adds the
+// clock64 cycles from kernel entry to each phase of its first row group to fn_trace[phase], and
+// globaltimer intervals between launches to fn_trace[8..]; fn_trace[15] counts launches.
+#ifdef FN_GPU_TRACE
+__device__ unsigned long long fn_trace[16];
+__device__ unsigned long long fn_trace_last_end;
+__device__ __forceinline__ unsigned long long fn_globaltimer() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+#define FN_TRACE(k)                                                                          \
+  do {                                                                                       \
+    if (blockIdx.x == 0 && threadIdx.x == 0 && fn_first)                                     \
+      atomicAdd(&fn_trace[k], (unsigned long long)(clock64() - fn_t0));                      \
+  } while (0)
+#else
+#define FN_TRACE(k) \
+  do {              \
+  } while (0)
+#endif
+
 template <DType kIn, DType kOut, int kWarp, int kVec, int kSteps, Plan kPlan>
 __global__ void FN_KERNEL_BOUNDS(kVec)
     rmsnorm_quant_kernel(FN_GRID_CONSTANT const RmsnormQuantCall c, const RowShape shape, const Accesses acc, const int32_t gamma_smem) {
@@ -558,13 +586,34 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
   // stream finishes. Until that kernel's memory is visible it only warms L2 with the block's
   // first rows and the weight (hints: no value is read), then it waits, and lets the next kernel
   // start its own launch at once.
+#ifdef FN_GPU_TRACE
+  const long long fn_t0 = clock64();
+  const unsigned long long fn_g0 = fn_globaltimer();
+  bool fn_first = true;
+#endif
   prefetch_rows(blockIdx.x);
   if (kFast && norm && rib == 0) gpu_prefetch_l2_range(c.weight, uint32_t(h) * w_bytes, t, T);
   if (is_static && threadIdx.x == 0)
     gpu_prefetch_l2_range(reinterpret_cast<const char*>(c.static_scale), 4, 0, 1);
   gpu_wait_for_previous_grid();
   gpu_allow_next_grid();
+#ifdef FN_GPU_TRACE
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    const unsigned long long g1 = fn_globaltimer(), last = fn_trace_last_end;
+    if (last != 0) {
+      atomicAdd(&fn_trace[10], fn_g0 - last);  // entry after the previous launch's end (wraps if before)
+      atomicAdd(&fn_trace[11], g1 - last);     // past the wait after the previous launch's end
+    }
+  }
+  FN_TRACE(1);
+#endif
 
+  // For H a power of two, ss / H is ss * 2^-k (the same correctly rounded value, subnormal results
+  // included): a multiply instead of a division on each row's critical path.
+  const float len = math::length_f32(h);
+  const float inv_len = (h & (h - 1)) == 0 ? math::float_of(uint32_t(127 - (__ffs(h) - 1)) << 23) : 0.0f;
+  const bool clamp = c.qclamp < INFINITY;
+  const float4* const gamma_mine = gamma_tab + threadIdx.x;  // this thread's table slots, blockDim.x apart
   float static_r = 0.0f;  // static scale: one multiplier for the whole call (first row)
   int parity = 0;
 
@@ -586,6 +635,7 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
       if (active && s < S) load_vec<In::kBytes, kVec, kFast>(in, elem0(s), h, acc.in, raw[s]);
     }
 
+    FN_TRACE(2);
     // Once per block, after the first row's loads are on their way: the static multiplier and
     // the weight table.
     if (is_static && grp == blockIdx.x) {
@@ -594,17 +644,66 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
       static_r = math::div_rn(1.0f, math::float_of(sbits));
     }
     if ((kGammaSmem || gamma_smem) && norm && grp == blockIdx.x) {
+      // Slot q of step s: table entry (s * (kVec / 4) + q) * blockDim.x + threadIdx.x. Addresses
+      // and offsets from laundered copies of the thread's indices: derived from the row loop's,
+      // they would be hoisted out of it with them and kept live across it (spills at 64 registers).
+      int ti = threadIdx.x, tw = t;
+      gpu_launder(ti);
+      gpu_launder(tw);
+      float4* slot = gamma_tab + ti;
+      const int slots = blockDim.x;
+      if (kFast) {
+        const char* w0 = c.weight + kVec * tw * (c.w_type == DType::kF32 ? 4 : 2);
+        // Every step's weight vector is copied to its first slots without a register (the views
+        // of a fast kernel are vector-aligned), then converted in place: one memory round trip
+        // for the whole table, not one a step (a decode call waits for it), and no registers
+        // held across it. A vector of 16-bit weights fills half its slots' bytes, f32 ones all.
+        if (c.w_type == DType::kF32) {
 #pragma unroll
-      for (int s = 0; s < kSteps; ++s) {
-        float g[kVec];
-        if (s < S) load_gamma<kVec, kFast>(c, elem0(s), h, acc.w, g);
+          for (int s = 0; s < kSteps; ++s)
 #pragma unroll
-        for (int q = 0; q < kVec / 4; ++q)
-          gamma_tab[(s * (kVec / 4) + q) * blockDim.x + threadIdx.x] =
-              s < S ? make_float4(g[4 * q], g[4 * q + 1], g[4 * q + 2], g[4 * q + 3]) : make_float4(0, 0, 0, 0);
+            for (int q = 0; q < kVec / 4; ++q)
+              gpu_copy_async<16>(slot + (s * (kVec / 4) + q) * slots, w0 + (s * P + 4 * q) * 4);
+        } else {
+#pragma unroll
+          for (int s = 0; s < kSteps; ++s) gpu_copy_async<kVec * 2>(slot + s * (kVec / 4) * slots, w0 + s * P * 2);
+        }
+        gpu_copy_async_wait_all();
+#pragma unroll
+        for (int s = 0; s < kSteps; ++s) {
+          float4* v = slot + s * (kVec / 4) * slots;
+          float g[kVec];
+          if (c.w_type == DType::kF32) {
+#pragma unroll
+            for (int q = 0; q < kVec / 4; ++q) {
+              const float4 f = v[q * slots];
+              g[4 * q] = f.x; g[4 * q + 1] = f.y; g[4 * q + 2] = f.z; g[4 * q + 3] = f.w;
+            }
+          } else {
+            uint32_t ww[kVec / 2];
+            memcpy(ww, v, sizeof ww);
+#pragma unroll
+            for (int j = 0; j < kVec; ++j) g[j] = weight_elem(c.w_type, ww, j);
+          }
+#pragma unroll
+          for (int q = 0; q < kVec / 4; ++q)
+            v[q * slots] = make_float4(math::add_rn(g[4 * q], c.weight_offset), math::add_rn(g[4 * q + 1], c.weight_offset),
+                                       math::add_rn(g[4 * q + 2], c.weight_offset), math::add_rn(g[4 * q + 3], c.weight_offset));
+        }
+      } else {
+#pragma unroll
+        for (int s = 0; s < kSteps; ++s) {
+          float g[kVec];
+          if (s < S) load_gamma<kVec, kFast>(c, elem0(s), h, acc.w, g);
+#pragma unroll
+          for (int q = 0; q < kVec / 4; ++q)
+            slot[(s * (kVec / 4) + q) * slots] =
+                s < S ? make_float4(g[4 * q], g[4 * q + 1], g[4 * q + 2], g[4 * q + 3]) : make_float4(0, 0, 0, 0);
+        }
       }
     }
 
+    FN_TRACE(3);
     // 1. Residual: x + res rounded to the input dtype, written back to res; x is that sum.
     if (c.res.data != nullptr && active) {
       char* res = row_at<kFast>(c.lead, c.res, row);
@@ -636,22 +735,30 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
     // 2. Sum of squares in the canonical order, inv_rms. Elements past H are 0 and add nothing.
     float inv = 1.0f;
     if (norm) {
+      // Each partial starts at its first square: 0 + q is q for every q = x * x (+0, positive,
+      // +Inf or NaN, and a NaN's payload reaches no output), one addition fewer a partial.
       float part[kVec];
-#pragma unroll
-      for (int j = 0; j < kVec; ++j) part[j] = 0.0f;
 #pragma unroll
       for (int s = 0; s < kSteps; ++s)
 #pragma unroll
-        for (int j = 0; j < kVec; ++j) part[j] = math::add_rn(part[j], math::mul_rn(In::get(raw[s], j), In::get(raw[s], j)));
+        for (int j = 0; j < kVec; ++j) {
+          const float x = In::get(raw[s], j), q = math::mul_rn(x, x);
+          part[j] = s == 0 ? q : math::add_rn(part[j], q);
+        }
 #pragma unroll
       for (int n = kVec; n > 1; n /= 2)
 #pragma unroll
         for (int j = 0; j < n / 2; ++j) part[j] = math::add_rn(part[2 * j], part[2 * j + 1]);
-      const float len = math::length_f32(h), eps = c.eps;
+      FN_TRACE(4);
+      const float eps = c.eps;
       inv = row_reduce_finish<kWarp, kInvOnce>(
           part[0], t, T, rib, red_sum[parity], [](float a, float b) { return math::add_rn(a, b); },
-          [len, eps](float ss) { return math::inv_rms(ss, len, eps); }, inv_of_row[parity]);
+          [len, eps, inv_len](float ss) {
+            return math::inv_rms_of_mean(inv_len != 0.0f ? math::mul_rn(ss, inv_len) : math::div_rn(ss, len), eps);
+          },
+          inv_of_row[parity]);
     }
+    FN_TRACE(5);
 
     // 3. y = (x * inv) * g of step s; 0 past H (and in steps past the row). Kernels of up to 32
     // elements a thread keep y in registers; those of more compute it again where it is used.
@@ -667,7 +774,7 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
         if (kGammaSmem || gamma_smem) {
 #pragma unroll
           for (int q = 0; q < kVec / 4; ++q) {
-            const float4 f = gamma_tab[(s * (kVec / 4) + q) * blockDim.x + threadIdx.x];
+            const float4 f = gamma_mine[(s * (kVec / 4) + q) * blockDim.x];
             g[4 * q] = f.x; g[4 * q + 1] = f.y; g[4 * q + 2] = f.z; g[4 * q + 3] = f.w;
           }
         } else {
@@ -714,7 +821,7 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
       y_of(s, q);
 #pragma unroll
       for (int j = 0; j < kVec; ++j) q[j] = math::mul_rn(q[j], r);
-      if (c.qclamp < INFINITY) {
+      if (clamp) {
 #pragma unroll
         for (int j = 0; j < kVec; ++j) q[j] = math::clamp_sym(q[j], c.qclamp);
       }
@@ -806,13 +913,15 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
 #pragma unroll
         for (int s = 0; s < kSteps; ++s)
           if (s >= s0 && s < s0 + per) am = unit_max(s, am);
+        FN_TRACE(6);
         if (per != kSteps) __syncthreads();  // several units a row: `red` is reused at once
         const float qmax = c.qmax, scale_ub = c.scale_ub, min_scale = c.min_scale;
         const math::ScaleType scale_type = c.scale_type;
         const math::DynamicScale ds = row_reduce_finish<kWarp, kScaleOnce>(
-            am.bits(), t, T, rib, red, [](uint32_t a, uint32_t b) { return a > b ? a : b; },
+            am.bits(), t, T, rib, red, MaxU32(),
             [=](uint32_t m) { return math::dynamic_scale(m, qmax, scale_ub, min_scale, scale_type); },
             scale_of_row[parity]);
+        FN_TRACE(7);
         if (active && t == 0 && s0 * P < h)
           store_scale(c, scale_base, kFast || g >= h ? 0 : (s0 * P) >> (__ffs(g) - 1), ds.stored);
 #pragma unroll
@@ -820,7 +929,20 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
           if (s >= s0 && s < s0 + per) encode_store(s, ds.r);
       }
     }
+    FN_TRACE(8);
+#ifdef FN_GPU_TRACE
+    fn_first = false;
+#endif
   }
+#ifdef FN_GPU_TRACE
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    const unsigned long long g2 = fn_globaltimer();
+    atomicAdd(&fn_trace[12], g2 - fn_g0);
+    atomicAdd(&fn_trace[9], (unsigned long long)(clock64() - fn_t0));
+    atomicAdd(&fn_trace[15], 1ull);
+    fn_trace_last_end = g2;
+  }
+#endif
 }
 
 // Exhaustive check of the kernels' encoders against the shared math: every f32 bit pattern

@@ -259,9 +259,9 @@ FN_HD float length_f32(int64_t h) {
   return static_cast<float>(h);
 #endif
 }
-FN_HD float inv_rms(float ss, float h, float eps) {
-  return div_rn(1.0f, sqrt_rn(add_rn(div_rn(ss, h), eps)));
-}
+// From the mean square ss / H: 1 / sqrt(mean + eps).
+FN_HD float inv_rms_of_mean(float mean, float eps) { return div_rn(1.0f, sqrt_rn(add_rn(mean, eps))); }
+FN_HD float inv_rms(float ss, float h, float eps) { return inv_rms_of_mean(div_rn(ss, h), eps); }
 FN_HD float norm_apply(float x, float inv, float gamma) { return mul_rn(mul_rn(x, inv), gamma); }
 
 // Clamp to [-qclamp, qclamp]; NaN passes through (qclamp = +Inf is the identity).

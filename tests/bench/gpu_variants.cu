@@ -1,6 +1,7 @@
 // Tuning harness for the GPU rmsnorm_quant kernel (not part of the library or the test suite):
 // compiles the kernel of backends/gpu/ for bf16 -> f8e4m3fn with the build-time knobs given as
-// -D flags (FN_GPU_MAXNREG8, FN_GPU_INV_ONCE, FN_GPU_SCALE_ONCE), launches it
+// -D flags (FN_GPU_MAXNREG8, FN_GPU_INV_ONCE, FN_GPU_SCALE_ONCE; FN_GPU_TRACE=1 also prints the
+// decode phase times of backends/gpu/rmsnorm_quant.cuh), launches it
 // through the plugin's own launch code (backends/gpu/launch.cuh), times a few shapes and modes with
 // CUDA events over input sets larger than L2 (small calls replayed from a CUDA graph), and prints a hash of every output so that variants
 // can be checked for identical bytes. Run by tests/scripts/gpu_variants.sh on the device.
@@ -270,7 +271,7 @@ int main(int argc, char** argv) {
       c.res.data = ress[i];
       c.out.data = outs[i];
       c.scales.data = scs[i];
-      CK(launch_rmsnorm_quant(fn, facts, dev, st, c, shape, acc, smem, 1, &blocks));
+            CK(launch_rmsnorm_quant(fn, facts, dev, st, c, shape, acc, smem, 1, &blocks));
     };
     for (int i = 0; i < sets; ++i) launch(i);
     CK(cudaDeviceSynchronize());
@@ -304,6 +305,12 @@ int main(int argc, char** argv) {
       cudaGraphExec_t exec;
       CK(cudaGraphInstantiate(&exec, graph, 0));
       CK(cudaGraphLaunch(exec, st));
+#ifdef FN_GPU_TRACE
+      CK(cudaStreamSynchronize(st));
+      unsigned long long zeros[16] = {}, zero = 0;
+      CK(cudaMemcpyToSymbol(fn_trace, zeros, sizeof zeros));
+      CK(cudaMemcpyToSymbol(fn_trace_last_end, &zero, 8));
+#endif
       us = 1e30;
       for (int k = 0; k < 3; ++k) {
         CK(cudaEventRecord(e0, st));
@@ -313,6 +320,16 @@ int main(int argc, char** argv) {
         CK(cudaEventElapsedTime(&ms, e0, e1));
         us = std::min(us, double(ms) * 1e3 / reps);
       }
+#ifdef FN_GPU_TRACE
+      unsigned long long tr[16];
+      CK(cudaMemcpyFromSymbol(tr, fn_trace, sizeof tr));
+      const double n = double(tr[15] ? tr[15] : 1);
+      printf("trace %s %lld x %lld (%llu launches): cycles from entry: wait %.0f, x issued %.0f, gamma %.0f, ss %.0f, "
+             "inv %.0f, amax %.0f, scale %.0f, row %.0f, end %.0f; ns: entry after previous end %.0f, past wait %.0f, "
+             "entry to end %.0f\n",
+             cs.mode, (long long)rows, (long long)h, tr[15], tr[1] / n, tr[2] / n, tr[3] / n, tr[4] / n, tr[5] / n,
+             tr[6] / n, tr[7] / n, tr[8] / n, tr[9] / n, double((long long)tr[10]) / n, tr[11] / n, tr[12] / n);
+#endif
       CK(cudaGraphExecDestroy(exec));
       CK(cudaGraphDestroy(graph));
     }
