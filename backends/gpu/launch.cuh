@@ -39,8 +39,14 @@ inline gpuError_t blocks_per_sm(KernelFn fn, int device, unsigned threads, size_
       *out = r.blocks_per_sm;
       return gpuSuccess;
     }
+  // Dynamic shared memory past the default 48 KiB (static included) needs the kernel's opt-in,
+  // a maximum: raised to the largest size asked so far, never lowered (an earlier shape of the
+  // same kernel may still need more).
+  size_t allowed = 0;
+  for (const Residency& r : known)
+    if (r.fn == fn && r.device == device) allowed = std::max(allowed, r.smem);
   gpuError_t e = gpuSuccess;
-  if (smem > 48 * 1024) e = gpuFuncSetAttribute(fn, gpuFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  if (smem > allowed) e = gpuFuncSetAttribute(fn, gpuFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   int n = 0;
   if (e == gpuSuccess) e = gpuOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, int(threads), smem);
   if (e != gpuSuccess) return e;

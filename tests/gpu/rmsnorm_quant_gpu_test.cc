@@ -142,6 +142,27 @@ TEST_CASE("gpu rmsnorm_quant: equals the CPU backend for every option combinatio
         }
 }
 
+// One kernel serves several H with different shared-memory needs (the weight table grows with the
+// block): a smaller H after a larger one must not lower the kernel's shared-memory opt-in below
+// what the larger one, called again, needs (launch.cuh). Run alone (a Catch filter), these are the
+// process's first calls of the kernel; the order is that of the failure this guards against
+// (H 32768, then 16384, then 32768: "invalid argument" on the third launch).
+TEST_CASE("gpu rmsnorm_quant: a larger H again after a smaller one of the same kernel", "[gpu][rmsnorm_quant]") {
+  if (!gpu_available()) return;
+  std::mt19937_64 rng(7);
+  for (int64_t h : {32768, 16384, 2048, 32768, 16384}) {
+    CaseSpec s;
+    s.in = s.w = DType::kF16;
+    s.out = DType::k_f8e5m2;
+    s.mode = FUSEDNORM_SCALE_DYNAMIC_ROW;
+    s.h = h;
+    s.lead = {5};
+    CaseTensors t(s);
+    t.fill_random(rng);
+    check_gpu_case(t, "h=" + std::to_string(h));
+  }
+}
+
 TEST_CASE("gpu rmsnorm_quant: special rows", "[gpu][rmsnorm_quant]") {
   if (!gpu_available()) return;
   for (DType in : kIns)
