@@ -177,12 +177,12 @@ fusednorm_status plugin_rmsnorm_quant(const RmsnormQuantCall* call, int32_t devi
   return FUSEDNORM_SUCCESS;
 }
 
-template <DType kOut>
-fusednorm_status verify_one(const char* name, unsigned long long* bad, unsigned int* first, char* msg, size_t n) {
+fusednorm_status verify_one(VerifyKernel kernel, const char* name, unsigned long long* bad, unsigned int* first,
+                            char* msg, size_t n) {
   gpuError_t e = gpuMemset(bad, 0, sizeof *bad);
   if (e == gpuSuccess) e = gpuMemset(first, 0xFF, sizeof *first);
   if (e != gpuSuccess) return vendor_error(e, "verify_encoders", msg, n);
-  verify_encoder_kernel<kOut><<<4096, 256>>>(0, uint64_t(1) << 32, bad, first);
+  kernel<<<4096, 256>>>(0, uint64_t(1) << 32, bad, first);
   e = gpuDeviceSynchronize();
   unsigned long long b = 0;
   unsigned int f = 0;
@@ -205,10 +205,13 @@ fusednorm_status plugin_verify_encoders(int32_t device, char* msg, size_t n) {
   auto* first = reinterpret_cast<unsigned int*>(static_cast<char*>(mem) + 8);
   fusednorm_status st = FUSEDNORM_SUCCESS;
 #define FN_MINIFLOAT(name, ...) \
-  if (st == FUSEDNORM_SUCCESS) st = verify_one<DType::k_##name>(#name, bad, first, msg, n);
+  if (st == FUSEDNORM_SUCCESS) st = verify_one(&verify_encoder_kernel<DType::k_##name>, #name, bad, first, msg, n);
 #include "math/formats.inc"
 #undef FN_MINIFLOAT
-  if (st == FUSEDNORM_SUCCESS) st = verify_one<DType::kI8>("int8", bad, first, msg, n);
+  if (st == FUSEDNORM_SUCCESS) st = verify_one(&verify_encoder_kernel<DType::kI8>, "int8", bad, first, msg, n);
+  // The residual's sums rounded in pairs to the 16-bit input dtypes.
+  if (st == FUSEDNORM_SUCCESS) st = verify_one(&verify_pair_kernel<DType::kBF16>, "bf16 pairs", bad, first, msg, n);
+  if (st == FUSEDNORM_SUCCESS) st = verify_one(&verify_pair_kernel<DType::kF16>, "f16 pairs", bad, first, msg, n);
   (void)gpuFree(mem);
   return st;
 }

@@ -209,6 +209,24 @@ struct InTraits<DType::kF16> {
   static __device__ __forceinline__ uint32_t encode(float v) { return math::encode_f16<false>(v); }
 };
 
+// Two f32 values rounded to a 16-bit input dtype (bf16 or f16) in one word, `lo` in the low half:
+// on sm_80+ one paired conversion (cvt.rn.bf16x2.f32 / cvt.rn.f16x2.f32: round to nearest even,
+// subnormals kept, overflow to Inf, like the shared encoders), elsewhere the shared encoders. The
+// hardware writes its own NaN (0x7FFF), not the operations' positive NaN: callers redo words with a
+// NaN input by InTraits::encode. verify_encoders (plugin.cuh) proves the two equal for every pair
+// of non-NaN inputs, each of the 2^32 f32 patterns in both halves.
+template <DType kIn>
+__device__ __forceinline__ uint32_t round_pair(float lo, float hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(__HIPCC__)
+  uint32_t w;
+  if (kIn == DType::kBF16) asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
+  else asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
+  return w;
+#else
+  return InTraits<kIn>::encode(lo) | (InTraits<kIn>::encode(hi) << 16);
+#endif
+}
+
 // ---------------------------------------------------------------- output encoders
 // The output format as a type: the kernel is instantiated per format, so each element's encode
 // is straight-line code. Software encoders: the shared math, one element at a time.
@@ -714,12 +732,30 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
         uint32_t rw[kW];
         load_vec<In::kBytes, kVec, kFast>(res, e, h, acc.in, rw);
         uint32_t sum[kW];
+        if (In::kBytes == 2) {
+          // Paired conversions (round_pair); a vector with a NaN sum (rare) is rounded again by
+          // the shared encoder. Past H both operands are 0 and so is the sum.
+          float v[kVec];
+          bool nan = false;
 #pragma unroll
-        for (int i = 0; i < kW; ++i) sum[i] = 0;
+          for (int j = 0; j < kVec; ++j) {
+            v[j] = math::add_rn(In::get(raw[s], j), In::get(rw, j));
+            nan |= v[j] != v[j];
+          }
 #pragma unroll
-        for (int j = 0; j < kVec; ++j) {
-          const uint32_t b = kFast || e + j < h ? In::encode(math::add_rn(In::get(raw[s], j), In::get(rw, j))) : 0u;
-          sum[j / InVec::kPerWord] |= b << (8 * In::kBytes * (j % InVec::kPerWord));
+          for (int i = 0; i < kW; ++i) sum[i] = round_pair<kIn>(v[2 * i], v[2 * i + 1]);
+          if (nan) {
+#pragma unroll
+            for (int i = 0; i < kW; ++i) sum[i] = In::encode(v[2 * i]) | (In::encode(v[2 * i + 1]) << 16);
+          }
+        } else {
+#pragma unroll
+          for (int i = 0; i < kW; ++i) sum[i] = 0;
+#pragma unroll
+          for (int j = 0; j < kVec; ++j) {
+            const uint32_t b = kFast || e + j < h ? In::encode(math::add_rn(In::get(raw[s], j), In::get(rw, j))) : 0u;
+            sum[j / InVec::kPerWord] |= b << (8 * In::kBytes * (j % InVec::kPerWord));
+          }
         }
         store_vec<In::kBytes, kVec, kFast>(res, e, h, acc.in, sum);
 #pragma unroll
@@ -964,6 +1000,25 @@ __global__ void verify_encoder_kernel(uint64_t base, uint64_t n, unsigned long l
       }
   }
 }
+
+// The same check for round_pair<kIn>: word i holds patterns base + i (low half) and base + i + 1
+// (high half, mod 2^32), so every pattern is checked in both halves; pairs with a NaN are skipped
+// (the kernel rounds those by the shared encoder).
+template <DType kIn>
+__global__ void verify_pair_kernel(uint64_t base, uint64_t n, unsigned long long* bad, unsigned int* first) {
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) {
+    const uint32_t a = uint32_t(base + i), b = a + 1u;
+    const float lo = math::float_of(a), hi = math::float_of(b);
+    if (lo != lo || hi != hi) continue;
+    const uint32_t want = InTraits<kIn>::encode(lo) | (InTraits<kIn>::encode(hi) << 16);
+    if (round_pair<kIn>(lo, hi) != want) {
+      atomicAdd(bad, 1ull);
+      atomicMin(first, a);
+    }
+  }
+}
+
+using VerifyKernel = void (*)(uint64_t, uint64_t, unsigned long long*, unsigned int*);
 
 using KernelFn = void (*)(const RmsnormQuantCall, const RowShape, const Accesses, const int32_t);
 

@@ -307,8 +307,9 @@ TEST_CASE("gpu rmsnorm_quant: CUDA graph capture and replay with new inputs", "[
   }
 }
 
-// The kernels may use hardware FP8 conversions; the plugin's own exhaustive check proves them
-// equal to the shared math for all 2^32 inputs on this device.
+// The kernels may use hardware FP8, int8 and paired bf16/f16 conversions (the residual's sums);
+// the plugin's own exhaustive check proves them equal to the shared math for all 2^32 inputs on
+// this device.
 TEST_CASE("gpu encoders: the kernels' encoders equal the shared math for all 2^32 inputs", "[gpu][exhaustive]") {
   if (!gpu_available()) return;
   Dl_info info;
