@@ -344,7 +344,9 @@ __device__ __forceinline__ void with_lanes(int lanes, F f) {
 // for the row, and after a second barrier every thread reads the result from `out`. A caller
 // alternates between two `red` and two `out` buffers from row to row: a buffer is written again
 // only after barriers that every reader of its previous contents has passed. Combine(a, b) is
-// the reduction's pairwise step; every thread of the block must call this. !kOnce: every warp of
+// the reduction's pairwise step, with combine(x, 0) == x for every x a row can produce (a maximum;
+// sums of squares, which are never -0), since the warp results are combined by a full warp with 0
+// past the row's warps; every thread of the block must call this. !kOnce: every warp of
 // the row combines the warp results and evaluates the formula itself (one barrier instead of
 // two, the formula once per warp).
 template <int kWarp, bool kOnce, class T, class Combine, class Finish>
@@ -365,14 +367,8 @@ __device__ __forceinline__ auto row_reduce_finish(T v, int t, int threads_per_ro
   __syncthreads();
   if (!kOnce || warp == first) {
     const int n = threads_per_row / kWarp;
-    T p = lane < n ? red[first + lane] : T(0);
-    if (n == kWarp || std::is_same<Combine, MaxU32>::value) {  // lanes past n hold 0: no maximum's change
-      p = warp_reduce<kWarp>(p, combine);
-    } else {
-#pragma unroll
-      for (int m = 1; m < kMaxBlockThreads / kWarp; m *= 2)
-        if (m < n) p = combine(p, FN_SHFL_XOR(p, m, kWarp));
-    }
+    // Lanes past the row's n warps hold 0 and the levels past n combine with it: no conditions.
+    const T p = warp_reduce<kWarp>(lane < n ? red[first + lane] : T(0), combine);
     if (!kOnce) return finish(FN_SHFL(p, 0, kWarp));  // every warp evaluates it
     if (lane == 0) out[row_in_block] = finish(p);
   }
