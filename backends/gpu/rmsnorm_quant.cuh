@@ -13,8 +13,6 @@
 
 #include <stdint.h>
 
-#include <type_traits>
-
 #include "backends/gpu/gpu_runtime.h"
 #include "core/call.h"
 #include "math/quant_math.h"
@@ -369,7 +367,9 @@ __device__ __forceinline__ auto row_reduce_finish(T v, int t, int threads_per_ro
     const int n = threads_per_row / kWarp;
     // Lanes past the row's n warps hold 0 and the levels past n combine with it: no conditions.
     const T p = warp_reduce<kWarp>(lane < n ? red[first + lane] : T(0), combine);
-    if (!kOnce) return finish(FN_SHFL(p, 0, kWarp));  // every warp evaluates it
+    // Every warp evaluates it; the butterfly left the same bits in every lane (its pairwise
+    // steps are commutative).
+    if (!kOnce) return finish(p);
     if (lane == 0) out[row_in_block] = finish(p);
   }
   __syncthreads();
@@ -801,14 +801,16 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
 
     // 3. y = (x * inv) * g of step s; 0 past H (and in steps past the row). Kernels of up to 32
     // elements a thread keep y in registers; those of more compute it again where it is used.
-    auto make_y = [&](int s, float v[kVec]) {
+    // kNorm: normalization (IntConstant<1>), none (<0>) or the call's (<2>, decided here).
+    auto make_y = [&](int s, float v[kVec], auto norm_c) {
+      constexpr int kNorm = decltype(norm_c)::value;
       if (s >= S) {  // uniform: a step past the row
 #pragma unroll
         for (int j = 0; j < kVec; ++j) v[j] = 0.0f;
         return;
       }
       const int32_t e = elem0(s);
-      if (norm) {
+      if (kNorm == 1 || (kNorm == 2 && norm)) {
         float g[kVec];
         if (kGammaSmem || gamma_smem) {
 #pragma unroll
@@ -833,16 +835,21 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
     };
     constexpr bool kKeepY = kVec * kSteps <= kElemsPerThread;
     float y_kept[kKeepY ? kSteps : 1][kVec];
-    if (kKeepY) {
+    if (kKeepY) {  // one test of `norm` for the row, not one a step
+      if (norm) {
 #pragma unroll
-      for (int s = 0; s < kSteps; ++s) make_y(s, y_kept[kKeepY ? s : 0]);
+        for (int s = 0; s < kSteps; ++s) make_y(s, y_kept[kKeepY ? s : 0], IntConstant<1>());
+      } else {
+#pragma unroll
+        for (int s = 0; s < kSteps; ++s) make_y(s, y_kept[kKeepY ? s : 0], IntConstant<0>());
+      }
     }
     auto y_of = [&](int s, float v[kVec]) {
       if (kKeepY) {
 #pragma unroll
         for (int j = 0; j < kVec; ++j) v[j] = y_kept[kKeepY ? s : 0][j];
       } else {
-        make_y(s, v);
+        make_y(s, v, IntConstant<2>());
       }
     };
     // max |y| of step s as bits: see AbsMax.
@@ -854,13 +861,15 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
       return m;
     };
     // 5. Encode and store a step's kVec codes (the clamp only where the caller set a qmax).
-    auto encode_store = [&](int s, float r) {
+    // kClamp: clamp (IntConstant<1>), none (<0>) or as the call says (<2>, decided here).
+    auto encode_store = [&](int s, float r, auto clamp_c) {
+      constexpr int kClamp = decltype(clamp_c)::value;
       if (!active || s >= S) return;
       float q[kVec];
       y_of(s, q);
 #pragma unroll
       for (int j = 0; j < kVec; ++j) q[j] = math::mul_rn(q[j], r);
-      if (clamp) {
+      if (kClamp == 1 || (kClamp == 2 && clamp)) {
 #pragma unroll
         for (int j = 0; j < kVec; ++j) q[j] = math::clamp_sym(q[j], c.qclamp);
       }
@@ -870,11 +879,24 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
       store_vec<1, kVec, kFast>(out, elem0(s), h, acc.out, codes);
     };
 
+    // Steps s0 .. s0 + n - 1 with one multiplier: one test of the clamp and of `active` for them.
+    auto encode_steps = [&](int s0, int n, float r) {
+      if (!active) return;
+      if (clamp) {
+#pragma unroll
+        for (int s = 0; s < kSteps; ++s)
+          if (s >= s0 && s < s0 + n) encode_store(s, r, IntConstant<1>());
+      } else {
+#pragma unroll
+        for (int s = 0; s < kSteps; ++s)
+          if (s >= s0 && s < s0 + n) encode_store(s, r, IntConstant<0>());
+      }
+    };
+
     // 4. Scales and codes: a unit is the tensor (static), a group within a step, or whole steps
     // (the row, or a group of G / P steps).
     if (is_static) {
-#pragma unroll
-      for (int s = 0; s < kSteps; ++s) encode_store(s, static_r);
+      encode_steps(0, kSteps, static_r);
     } else if (step_groups) {
       // Groups inside a step: G / kVec adjacent lanes share one (every count below is a power of
       // two). The body is compiled per lane count, so its shuffles and shifts are constants.
@@ -935,7 +957,7 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
             const int32_t e = elem0(s);
             if (active && s < S && e < h && (t & (kLanes - 1)) == 0) store_scale(c, scale_base, e >> lg, stored);
           }
-          encode_store(s, r);
+          encode_store(s, r, IntConstant<2>());
         }
       };
       // G / kVec lanes: a power of two from kSteps (step_groups_fit) to 128 / kVec.
@@ -963,9 +985,7 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
         FN_TRACE(7);
         if (active && t == 0 && s0 * P < h)
           store_scale(c, scale_base, kFast || g >= h ? 0 : (s0 * P) >> (__ffs(g) - 1), ds.stored);
-#pragma unroll
-        for (int s = 0; s < kSteps; ++s)
-          if (s >= s0 && s < s0 + per) encode_store(s, ds.r);
+        encode_steps(s0, per, ds.r);
       }
     }
     FN_TRACE(8);
