@@ -861,7 +861,7 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
       return m;
     };
     // 5. Encode and store a step's kVec codes (the clamp only where the caller set a qmax).
-    // kClamp: clamp (IntConstant<1>), none (<0>) or as the call says (<2>, decided here).
+    // kClamp: clamp (IntConstant<1>) or not (<0>); encode_steps tests the call's flag once.
     auto encode_store = [&](int s, float r, auto clamp_c) {
       constexpr int kClamp = decltype(clamp_c)::value;
       if (!active || s >= S) return;
@@ -869,7 +869,7 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
       y_of(s, q);
 #pragma unroll
       for (int j = 0; j < kVec; ++j) q[j] = math::mul_rn(q[j], r);
-      if (kClamp == 1 || (kClamp == 2 && clamp)) {
+      if (kClamp == 1) {
 #pragma unroll
         for (int j = 0; j < kVec; ++j) q[j] = math::clamp_sym(q[j], c.qclamp);
       }
@@ -879,24 +879,25 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
       store_vec<1, kVec, kFast>(out, elem0(s), h, acc.out, codes);
     };
 
-    // Steps s0 .. s0 + n - 1 with one multiplier: one test of the clamp and of `active` for them.
-    auto encode_steps = [&](int s0, int n, float r) {
+    // Steps s0 .. s0 + n - 1, step s with multiplier r_of(s): one test of the clamp and of
+    // `active` for them all.
+    auto encode_steps = [&](int s0, int n, auto r_of) {
       if (!active) return;
       if (clamp) {
 #pragma unroll
         for (int s = 0; s < kSteps; ++s)
-          if (s >= s0 && s < s0 + n) encode_store(s, r, IntConstant<1>());
+          if (s >= s0 && s < s0 + n) encode_store(s, r_of(s), IntConstant<1>());
       } else {
 #pragma unroll
         for (int s = 0; s < kSteps; ++s)
-          if (s >= s0 && s < s0 + n) encode_store(s, r, IntConstant<0>());
+          if (s >= s0 && s < s0 + n) encode_store(s, r_of(s), IntConstant<0>());
       }
     };
 
     // 4. Scales and codes: a unit is the tensor (static), a group within a step, or whole steps
     // (the row, or a group of G / P steps).
     if (is_static) {
-      encode_steps(0, kSteps, static_r);
+      encode_steps(0, kSteps, [&](int) { return static_r; });
     } else if (step_groups) {
       // Groups inside a step: G / kVec adjacent lanes share one (every count below is a power of
       // two). The body is compiled per lane count, so its shuffles and shifts are constants.
@@ -948,17 +949,18 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
           const int32_t e = s * P + kVec * ((t & ~(kWarp - 1)) + (q << kLgLanes));
           if (active && s < kSteps && (lane & (kLanes - 1) & ~(kN - 1)) == 0) store_scale(c, scale_base, e >> lg, ds.stored);
         }
+        float r[kSteps];  // this thread's group's multiplier in each step
 #pragma unroll
         for (int s = 0; s < kSteps; ++s) {
           const int src = (lane & ~(kLanes - 1)) | bitrev(s);
-          const float r = FN_SHFL(ds.r, src, kWarp);
+          r[s] = FN_SHFL(ds.r, src, kWarp);
           if (!kFast) {
             const uint32_t stored = FN_SHFL(ds.stored, src, kWarp);
             const int32_t e = elem0(s);
             if (active && s < S && e < h && (t & (kLanes - 1)) == 0) store_scale(c, scale_base, e >> lg, stored);
           }
-          encode_store(s, r, IntConstant<2>());
         }
+        encode_steps(0, kSteps, [&](int s) { return r[s]; });
       };
       // G / kVec lanes: a power of two from kSteps (step_groups_fit) to 128 / kVec.
       constexpr int kMinLanes = kStepsPow2, kMaxLanes = 128 / kVec < kWarp ? 128 / kVec : kWarp;
@@ -985,7 +987,7 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
         FN_TRACE(7);
         if (active && t == 0 && s0 * P < h)
           store_scale(c, scale_base, kFast || g >= h ? 0 : (s0 * P) >> (__ffs(g) - 1), ds.stored);
-        encode_steps(s0, per, ds.r);
+        encode_steps(s0, per, [&](int) { return ds.r; });
       }
     }
     FN_TRACE(8);

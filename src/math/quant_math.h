@@ -302,13 +302,17 @@ FN_HD DynamicScale dynamic_scale(uint32_t amax_bits, float qmax, float scale_ub,
   a = a < scale_ub ? a : scale_ub;
   float s = div_rn(a, qmax);
   s = s > min_scale ? s : min_scale;
-  switch (t) {
-    case ScaleType::kF16: out.stored = encode_f16<false>(s); break;
-    case ScaleType::kBF16: out.stored = encode_bf16<false>(s); break;
-    case ScaleType::kE8M0: out.stored = encode_e8m0_up(s); break;
-    default: out.stored = bits_of(s); break;
+  float sd = s;  // the scale as stored, decoded: s itself for f32 (tested first, the common case)
+  if (t == ScaleType::kF32) {
+    out.stored = bits_of(s);
+  } else {
+    switch (t) {
+      case ScaleType::kF16: out.stored = encode_f16<false>(s); break;
+      case ScaleType::kBF16: out.stored = encode_bf16<false>(s); break;
+      default: out.stored = encode_e8m0_up(s); break;
+    }
+    sd = decode_scale(t, out.stored);
   }
-  const float sd = decode_scale(t, out.stored);
   const float r = sd == 0.0f ? 0.0f : div_rn(1.0f, sd);
   out.r = (bits_of(r) & kF32AbsMask) >= kF32InfBits ? 0.0f : r;
   return out;
