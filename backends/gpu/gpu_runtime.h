@@ -112,6 +112,16 @@ __device__ __forceinline__ void gpu_copy_async_wait_all() {
   asm volatile("cp.async.wait_all;" ::: "memory");
 #endif
 }
+// 16 bytes of shared memory at a 32-bit shared-window address (cvta of a __shared__ pointer,
+// computed once): the compiler would otherwise rebuild the window address at every access. The
+// load is volatile so that it stays where it is written (a loop-invariant table read would be
+// hoisted out of the row loop into registers).
+__device__ __forceinline__ uint32_t gpu_shared_address(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
+__device__ __forceinline__ float4 gpu_load_shared16(uint32_t a) {
+  float4 v;
+  asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(a));
+  return v;
+}
 // A hint that brings bytes [p, p + n) into L2, called by threads i < count together (no value is
 // read: safe before the previous grid's writes are visible, since L2 is where they land). On
 // sm_90 one bulk prefetch by thread 0 over the 16-byte granules that hold the range (they lie in

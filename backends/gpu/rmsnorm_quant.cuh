@@ -606,6 +606,12 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
   const float inv_len = (h & (h - 1)) == 0 ? math::float_of(uint32_t(127 - (__ffs(h) - 1)) << 23) : 0.0f;
   const bool clamp = c.qclamp < INFINITY;
   const float4* const gamma_mine = gamma_tab + threadIdx.x;  // this thread's table slots, blockDim.x apart
+  // The table read through its 32-bit shared-window address, kept in a register (CUDA; not in the
+  // group kernels, which have no register to spare for it: they spill).
+#if defined(__CUDA_ARCH__) && !defined(__HIPCC__)
+  constexpr bool kGammaAsm = kPlan != Plan::kGroup;
+  const uint32_t gamma_sh = kGammaAsm ? gpu_shared_address(gamma_mine) : 0u;
+#endif
 
   // Programmatic dependent launch (sm_90): this grid may start while the previous kernel of the
   // stream finishes. Until that kernel's memory is visible it only warms L2 with the block's
@@ -815,7 +821,12 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
         if (kGammaSmem || gamma_smem) {
 #pragma unroll
           for (int q = 0; q < kVec / 4; ++q) {
+#if defined(__CUDA_ARCH__) && !defined(__HIPCC__)
+            const float4 f = kGammaAsm ? gpu_load_shared16(gamma_sh + uint32_t(s * (kVec / 4) + q) * blockDim.x * 16u)
+                                       : gamma_mine[(s * (kVec / 4) + q) * blockDim.x];
+#else
             const float4 f = gamma_mine[(s * (kVec / 4) + q) * blockDim.x];
+#endif
             g[4 * q] = f.x; g[4 * q + 1] = f.y; g[4 * q + 2] = f.z; g[4 * q + 3] = f.w;
           }
         } else {
