@@ -742,7 +742,7 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
         uint32_t rw[kW];
         load_vec<In::kBytes, kVec, kFast>(res, e, h, acc.in, rw);
         uint32_t sum[kW];
-        if (In::kBytes == 2) {
+        if constexpr (In::kBytes == 2) {
           // Paired conversions (round_pair); a vector with a NaN sum (rare) is rounded again by
           // the shared encoder. Past H both operands are 0 and so is the sum.
           float v[kVec];
@@ -873,7 +873,7 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
       return m;
     };
     // 5. Encode and store a step's kVec codes (the clamp only where the caller set a qmax).
-    // kClamp: clamp (IntConstant<1>) or not (<0>); encode_steps tests the call's flag once.
+    // kClamp: clamp (IntConstant<1>), not (<0>), or as the call says (<2>, tested here).
     auto encode_store = [&](int s, float r, auto clamp_c) {
       constexpr int kClamp = decltype(clamp_c)::value;
       if (!active || s >= S) return;
@@ -881,7 +881,7 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
       y_of(s, q);
 #pragma unroll
       for (int j = 0; j < kVec; ++j) q[j] = math::mul_rn(q[j], r);
-      if (kClamp == 1) {
+      if (kClamp == 1 || (kClamp == 2 && clamp)) {
 #pragma unroll
         for (int j = 0; j < kVec; ++j) q[j] = math::clamp_sym(q[j], c.qclamp);
       }
@@ -892,10 +892,15 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
     };
 
     // Steps s0 .. s0 + n - 1, step s with multiplier r_of(s): one test of the clamp and of
-    // `active` for them all.
+    // `active` for them all (the general kernel, whose units may be several a row, tests the
+    // clamp per step: its loop over units stays small enough to unroll).
     auto encode_steps = [&](int s0, int n, auto r_of) {
       if (!active) return;
-      if (clamp) {
+      if constexpr (!kFast) {
+#pragma unroll
+        for (int s = 0; s < kSteps; ++s)
+          if (s >= s0 && s < s0 + n) encode_store(s, r_of(s), IntConstant<2>());
+      } else if (clamp) {
 #pragma unroll
         for (int s = 0; s < kSteps; ++s)
           if (s >= s0 && s < s0 + n) encode_store(s, r_of(s), IntConstant<1>());
@@ -981,7 +986,10 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
       // Steps a unit: the row, or G / P (a power of two) steps of it.
       const int per = kFast || g >= h ? kSteps : g >> (__ffs(P) - 1);
       uint32_t* red = red_max[parity];
-#pragma unroll
+      // Unrolled in the fast kernels (one unit, s0 = 0); a loop in the general kernel, whose
+      // body (a reduction, the scale formula, the encoding) is too large to repeat kSteps times.
+      constexpr int kUnitUnroll = kFast ? kSteps : 1;
+#pragma unroll kUnitUnroll
       for (int s0 = 0; s0 < kSteps; s0 += 1) {
         if (per == kSteps ? s0 != 0 : (s0 & (per - 1)) != 0) continue;
         AbsMax am;
