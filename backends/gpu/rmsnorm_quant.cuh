@@ -214,6 +214,10 @@ struct InTraits<DType::kF16> {
 // NaN input by InTraits::encode. verify_encoders (plugin.cuh) proves the two equal for every pair
 // of non-NaN inputs, each of the 2^32 f32 patterns in both halves.
 template <DType kIn>
+__device__ __forceinline__ uint32_t encode_pair_soft(float lo, float hi) {
+  return InTraits<kIn>::encode(lo) | (InTraits<kIn>::encode(hi) << 16);
+}
+template <DType kIn>
 __device__ __forceinline__ uint32_t round_pair(float lo, float hi) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(__HIPCC__)
   uint32_t w;
@@ -221,7 +225,7 @@ __device__ __forceinline__ uint32_t round_pair(float lo, float hi) {
   else asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
   return w;
 #else
-  return InTraits<kIn>::encode(lo) | (InTraits<kIn>::encode(hi) << 16);
+  return encode_pair_soft<kIn>(lo, hi);
 #endif
 }
 
@@ -756,7 +760,7 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
           for (int i = 0; i < kW; ++i) sum[i] = round_pair<kIn>(v[2 * i], v[2 * i + 1]);
           if (nan) {
 #pragma unroll
-            for (int i = 0; i < kW; ++i) sum[i] = In::encode(v[2 * i]) | (In::encode(v[2 * i + 1]) << 16);
+            for (int i = 0; i < kW; ++i) sum[i] = encode_pair_soft<kIn>(v[2 * i], v[2 * i + 1]);
           }
         } else {
 #pragma unroll
@@ -1055,7 +1059,7 @@ __global__ void verify_pair_kernel(uint64_t base, uint64_t n, unsigned long long
     const uint32_t a = uint32_t(base + i), b = a + 1u;
     const float lo = math::float_of(a), hi = math::float_of(b);
     if (lo != lo || hi != hi) continue;
-    const uint32_t want = InTraits<kIn>::encode(lo) | (InTraits<kIn>::encode(hi) << 16);
+    const uint32_t want = encode_pair_soft<kIn>(lo, hi);
     if (round_pair<kIn>(lo, hi) != want) {
       atomicAdd(bad, 1ull);
       atomicMin(first, a);
