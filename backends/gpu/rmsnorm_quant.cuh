@@ -26,6 +26,10 @@ template <int N>
 struct IntConstant {
   static constexpr int value = N;
 };
+template <DType D>
+struct DTypeConstant {
+  static constexpr DType value = D;
+};
 
 // kVec * kSteps, the row share a thread keeps in registers: 32 elements (general kernel), or what
 // fast_vec gives a fast kernel (20 to 48).
@@ -340,6 +344,37 @@ __device__ __forceinline__ void with_lanes(int lanes, F f) {
   }
 }
 
+// Whether row_reduce_finish combines a row's warp results in registers (combine_shared) or by a
+// warp's butterfly.
+#ifdef FN_GPU_LOCAL_COMBINE
+constexpr bool kLocalCombine = FN_GPU_LOCAL_COMBINE;
+#else
+constexpr bool kLocalCombine = false;
+#endif
+
+// kN values at r (aligned to kN values, at most 16 bytes), combined pairwise in registers:
+// (r0 . r1) . (r2 . r3) ..., the canonical tree.
+template <int kN, class T, class Combine>
+__device__ __forceinline__ T combine_shared(const T* r, Combine combine) {
+  static_assert(sizeof(T) == 4 && kN >= 2, "4-byte values, at least 2");
+  constexpr int kPer = kN < 4 ? kN : 4;
+  struct alignas(4 * kPer) Pack {
+    T v[kPer];
+  };
+  T v[kN];
+#pragma unroll
+  for (int i = 0; i < kN / kPer; ++i) {
+    const Pack q = reinterpret_cast<const Pack*>(r)[i];
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) v[kPer * i + j] = q.v[j];
+  }
+#pragma unroll
+  for (int n = kN; n > 1; n /= 2)
+#pragma unroll
+    for (int j = 0; j < n / 2; ++j) v[j] = combine(v[2 * j], v[2 * j + 1]);
+  return v[0];
+}
+
 // A row's reduction followed by its scalar formula (inv_rms, the scale): below the warp every
 // lane reduces and evaluates it; above, warp results meet in shared memory `red`, the row's
 // first warp combines them in the same pairwise order and its lane 0 evaluates the formula once
@@ -369,8 +404,15 @@ __device__ __forceinline__ auto row_reduce_finish(T v, int t, int threads_per_ro
   __syncthreads();
   if (!kOnce || warp == first) {
     const int n = threads_per_row / kWarp;
-    // Lanes past the row's n warps hold 0 and the levels past n combine with it: no conditions.
-    const T p = warp_reduce<kWarp>(lane < n ? red[first + lane] : T(0), combine);
+    T p;
+    if (kLocalCombine && n <= 8) {
+      // Every lane reads the row's n warp results (vector loads of one address: broadcasts) and
+      // combines them in registers in the same pairwise tree: no shuffle latencies.
+      with_lanes<2, 8>(n, [&](auto n_c) { p = combine_shared<decltype(n_c)::value>(red + first, combine); });
+    } else {
+      // Lanes past the row's n warps hold 0 and the levels past n combine with it: no conditions.
+      p = warp_reduce<kWarp>(lane < n ? red[first + lane] : T(0), combine);
+    }
     // Every warp evaluates it; the butterfly left the same bits in every lane (its pairwise
     // steps are commutative).
     if (!kOnce) return finish(p);
@@ -514,10 +556,11 @@ inline Plan fast_plan(const RmsnormQuantCall& c, const RowShape& s) {
 inline int kernel_steps(const RowShape& s, Plan plan) { return plan != Plan::kAll ? s.steps : kElemsPerThread / s.vec; }
 
 // FN_GPU_TRACE (tuning harness only, tests/bench/gpu_variants.cu): block 0's thread 0 adds the
-// clock64 cycles from kernel entry to each phase of its first row group to fn_trace[phase], and
-// globaltimer intervals between launches to fn_trace[8..]; fn_trace[15] counts launches.
+// clock64 cycles from kernel entry to each phase of its first row group to fn_trace[phase]
+// (phases 1 to 11, FN_TRACE below), and globaltimer intervals between launches to
+// fn_trace[20..22]; fn_trace[31] counts launches.
 #ifdef FN_GPU_TRACE
-__device__ unsigned long long fn_trace[16];
+__device__ unsigned long long fn_trace[32];
 __device__ unsigned long long fn_trace_last_end;
 __device__ __forceinline__ unsigned long long fn_globaltimer() {
   unsigned long long t;
@@ -553,6 +596,13 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
 #else
   constexpr bool kScaleOnce = true;
 #endif
+  // Where the fast kernels wait for their weight table's copies and convert it (table_finish):
+  // 0 at once, 1 after the residual, 2 after the sum of squares' reduction.
+#ifdef FN_GPU_GAMMA_LATE
+  constexpr int kGammaLate = FN_GPU_GAMMA_LATE;
+#else
+  constexpr int kGammaLate = 2;
+#endif
   using In = InTraits<kIn>;
   using InVec = Vec<In::kBytes, kVec>;
   constexpr int kW = InVec::kWords;
@@ -562,8 +612,8 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
   constexpr bool kGammaSmem = true;   // >= 163 KiB of shared memory on sm_80 and sm_90
 #endif
   constexpr int kWarps = kMaxBlockThreads / 32;
-  __shared__ float red_sum[2][kWarps];
-  __shared__ uint32_t red_max[2][kWarps];
+  __shared__ __align__(16) float red_sum[2][kWarps];  // combine_shared reads vectors
+  __shared__ __align__(16) uint32_t red_max[2][kWarps];
   // Per-row results of the reductions (rows of more than a warp: at most kRowThreads / 64 a block).
   __shared__ float inv_of_row[2][kRowThreads / 32];
   __shared__ math::DynamicScale scale_of_row[2][kRowThreads / 32];
@@ -631,23 +681,56 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
   if (kFast && norm && rib == 0) gpu_prefetch_l2_range(c.weight, uint32_t(h) * w_bytes, t, T);
   if (is_static && threadIdx.x == 0)
     gpu_prefetch_l2_range(reinterpret_cast<const char*>(c.static_scale), 4, 0, 1);
+#if defined(FN_GPU_WARM_CONST) && defined(__CUDA_ARCH__) && !defined(__HIPCC__)
+  // Experiment: the argument block's constant-cache lines touched before the wait (1; the
+  // never-taken store keeps the reads), and (2) one discarded load of the first input row and of
+  // the weight by thread 0 (the descriptor's line, the SM's TLB).
+  {
+    const uint32_t* cw = reinterpret_cast<const uint32_t*>(&c);
+    uint32_t warm = 0;
+#pragma unroll
+    for (int i = 0; i < int(sizeof(c) / 4); i += 16) warm ^= cw[i];
+    warm ^= uint32_t(shape.vec) ^ uint32_t(acc.in) ^ uint32_t(gamma_smem);
+    if (c.h < 0) *reinterpret_cast<volatile uint32_t*>(c.out.data) = warm;
+    if (FN_GPU_WARM_CONST >= 2 && threadIdx.x == 0 && blockIdx.x < c.lead.rows) {
+      uint32_t v0, v1;
+      asm volatile("ld.volatile.global.u32 %0, [%1];" : "=r"(v0) : "l"(row_at<kFast>(c.lead, c.in, blockIdx.x)));
+      asm volatile("ld.volatile.global.u32 %0, [%1];" : "=r"(v1) : "l"(c.weight));
+    }
+  }
+#endif
   gpu_wait_for_previous_grid();
   gpu_allow_next_grid();
 #ifdef FN_GPU_TRACE
   if (blockIdx.x == 0 && threadIdx.x == 0) {
     const unsigned long long g1 = fn_globaltimer(), last = fn_trace_last_end;
     if (last != 0) {
-      atomicAdd(&fn_trace[10], fn_g0 - last);  // entry after the previous launch's end (wraps if before)
-      atomicAdd(&fn_trace[11], g1 - last);     // past the wait after the previous launch's end
+      atomicAdd(&fn_trace[20], fn_g0 - last);  // entry after the previous launch's end (wraps if before)
+      atomicAdd(&fn_trace[21], g1 - last);     // past the wait after the previous launch's end
     }
   }
   FN_TRACE(1);
 #endif
 
   float static_r = 0.0f;  // static scale: one multiplier for the whole call (first row)
-  int parity = 0;
 
-  for (int64_t grp = blockIdx.x; grp < groups; grp += gridDim.x, parity ^= 1) {
+  // One group of R rows, buffers `parity` of the reductions'. kFirst: the block's first group (1),
+  // a later one (0), or either (2, decided here). The fast kernels run the first group as its own
+  // copy of this body (a decode call runs nothing else), so its choices are made for latency
+  // without touching the loop's code: the weight table's conversion after the sum of squares
+  // (so its copies land while x is reduced), and both formulas evaluated by every warp (one
+  // barrier each). The loop over the later groups keeps the choices measured best at 16384 rows.
+  auto row_group = [&](const int64_t grp, const int parity, auto first_c) {
+    constexpr int kFirst = decltype(first_c)::value;
+    const bool first = kFirst == 2 ? grp == blockIdx.x : kFirst == 1;
+#ifdef FN_GPU_FIRST_TUNED
+    constexpr bool kTuned = kFirst == 1 && FN_GPU_FIRST_TUNED;
+#else
+    constexpr bool kTuned = kFirst == 1;
+#endif
+    constexpr bool kInvOnceHere = kTuned ? false : kInvOnce;
+    constexpr bool kScaleOnceHere = kTuned ? false : kScaleOnce;
+    constexpr int kGammaLateHere = kTuned ? kGammaLate : 0;
     const int64_t row = grp * R + rib;
     const bool active = row < c.lead.rows;  // inactive threads still join every barrier
     gpu_launder(tl);
@@ -665,26 +748,33 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
     FN_TRACE(2);
     // Once per block, after the first row's loads are on their way: the static multiplier and
     // the weight table.
-    if (is_static && grp == blockIdx.x) {
+    if (is_static && first) {
       uint32_t sbits;
       memcpy(&sbits, c.static_scale, 4);  // any alignment
       static_r = math::div_rn(1.0f, math::float_of(sbits));
     }
-    if ((kGammaSmem || gamma_smem) && norm && grp == blockIdx.x) {
-      // Slot q of step s: table entry (s * (kVec / 4) + q) * blockDim.x + threadIdx.x. Addresses
-      // and offsets from laundered copies of the thread's indices: derived from the row loop's,
-      // they would be hoisted out of it with them and kept live across it (spills at 64 registers).
-      int ti = threadIdx.x, tw = t;
+    // The weight table (first row group): slot q of step s is table entry
+    // (s * (kVec / 4) + q) * blockDim.x + threadIdx.x. Addresses and offsets from laundered copies
+    // of the thread's indices: derived from the row loop's, they would be hoisted out of it with
+    // them and kept live across it (spills at 64 registers).
+    const bool table_now = kFirst != 0 && (kGammaSmem || gamma_smem) && norm && first;
+    auto table_slot = [&] {
+      int ti = threadIdx.x;
       gpu_launder(ti);
-      gpu_launder(tw);
-      float4* slot = gamma_tab + ti;
+      return gamma_tab + ti;
+    };
+    if (table_now) {
+      float4* slot = table_slot();
       const int slots = blockDim.x;
+      int tw = t;
+      gpu_launder(tw);
       if (kFast) {
-        const char* w0 = c.weight + kVec * tw * (c.w_type == DType::kF32 ? 4 : 2);
         // Every step's weight vector is copied to its first slots without a register (the views
-        // of a fast kernel are vector-aligned), then converted in place: one memory round trip
-        // for the whole table, not one a step (a decode call waits for it), and no registers
-        // held across it. A vector of 16-bit weights fills half its slots' bytes, f32 ones all.
+        // of a fast kernel are vector-aligned), then converted in place by table_finish: one
+        // memory round trip for the whole table, not one a step (a decode call waits for it),
+        // and no registers held across it. A vector of 16-bit weights fills half its slots'
+        // bytes, f32 ones all.
+        const char* w0 = c.weight + kVec * tw * (c.w_type == DType::kF32 ? 4 : 2);
         if (c.w_type == DType::kF32) {
 #pragma unroll
           for (int s = 0; s < kSteps; ++s)
@@ -694,28 +784,6 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
         } else {
 #pragma unroll
           for (int s = 0; s < kSteps; ++s) gpu_copy_async<kVec * 2>(slot + s * (kVec / 4) * slots, w0 + s * P * 2);
-        }
-        gpu_copy_async_wait_all();
-#pragma unroll
-        for (int s = 0; s < kSteps; ++s) {
-          float4* v = slot + s * (kVec / 4) * slots;
-          float g[kVec];
-          if (c.w_type == DType::kF32) {
-#pragma unroll
-            for (int q = 0; q < kVec / 4; ++q) {
-              const float4 f = v[q * slots];
-              g[4 * q] = f.x; g[4 * q + 1] = f.y; g[4 * q + 2] = f.z; g[4 * q + 3] = f.w;
-            }
-          } else {
-            uint32_t ww[kVec / 2];
-            memcpy(ww, v, sizeof ww);
-#pragma unroll
-            for (int j = 0; j < kVec; ++j) g[j] = weight_elem(c.w_type, ww, j);
-          }
-#pragma unroll
-          for (int q = 0; q < kVec / 4; ++q)
-            v[q * slots] = make_float4(math::add_rn(g[4 * q], c.weight_offset), math::add_rn(g[4 * q + 1], c.weight_offset),
-                                       math::add_rn(g[4 * q + 2], c.weight_offset), math::add_rn(g[4 * q + 3], c.weight_offset));
         }
       } else {
 #pragma unroll
@@ -729,8 +797,64 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
         }
       }
     }
-
     FN_TRACE(3);
+    // The fast kernels' copies, once they have landed, converted in place to g = w + weight_offset.
+    auto table_finish = [&] {
+      if (!kFast || !table_now) return;
+      gpu_copy_async_wait_all();
+      float4* slot = table_slot();
+      const int slots = blockDim.x;
+      const float off = c.weight_offset;
+      // 16-bit weights: software-pipelined by one step, step s + 1's words read before step s's
+      // slots are written (in the order written, each read would wait behind the previous step's
+      // writes, which may alias for all the compiler knows); f32 ones step by step (their
+      // pipeline's registers made the 48-element kernels spill). One loop per weight dtype.
+      auto convert = [&](auto w_c) {
+        constexpr DType kWt = decltype(w_c)::value;
+        using W = InTraits<kWt>;
+        constexpr int kWords = kVec * W::kBytes / 4;  // a step's words as copied
+        auto read = [&](int s, uint32_t w[kWords]) {
+#pragma unroll
+          for (int q = 0; q < kWords / 4; ++q) {
+            const uint4 u = reinterpret_cast<const uint4*>(slot)[(s * (kVec / 4) + q) * slots];
+            w[4 * q] = u.x; w[4 * q + 1] = u.y; w[4 * q + 2] = u.z; w[4 * q + 3] = u.w;
+          }
+          if (kWords < 4) memcpy(w, slot + s * (kVec / 4) * slots, kWords * 4);
+        };
+        if (kWt == DType::kF32) {
+#pragma unroll
+          for (int s = 0; s < kSteps; ++s) {
+            uint32_t w[kWords];
+            read(s, w);
+#pragma unroll
+            for (int q = 0; q < kVec / 4; ++q)
+              slot[(s * (kVec / 4) + q) * slots] =
+                  make_float4(math::add_rn(W::get(w, 4 * q), off), math::add_rn(W::get(w, 4 * q + 1), off),
+                              math::add_rn(W::get(w, 4 * q + 2), off), math::add_rn(W::get(w, 4 * q + 3), off));
+          }
+          return;
+        }
+        uint32_t cur[kWords], next[kWords];
+        read(0, cur);
+#pragma unroll
+        for (int s = 0; s < kSteps; ++s) {
+          if (s + 1 < kSteps) read(s + 1, next);
+#pragma unroll
+          for (int q = 0; q < kVec / 4; ++q)
+            slot[(s * (kVec / 4) + q) * slots] =
+                make_float4(math::add_rn(W::get(cur, 4 * q), off), math::add_rn(W::get(cur, 4 * q + 1), off),
+                            math::add_rn(W::get(cur, 4 * q + 2), off), math::add_rn(W::get(cur, 4 * q + 3), off));
+#pragma unroll
+          for (int i = 0; i < kWords; ++i) cur[i] = next[i];
+        }
+      };
+      if (c.w_type == DType::kF32) convert(DTypeConstant<DType::kF32>());
+      else if (c.w_type == DType::kBF16) convert(DTypeConstant<DType::kBF16>());
+      else convert(DTypeConstant<DType::kF16>());
+      FN_TRACE(5);
+    };
+    if (kGammaLateHere == 0) table_finish();
+
     // The block's next rows, into L2 while this one is worked on, once this row's loads (and the
     // first row's weight) are on their way (not with a residual: measured 30% slower at
     // 16384 x 8192, 331 against 255 us).
@@ -777,6 +901,9 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
       }
     }
 
+    FN_TRACE(4);
+    if (kGammaLateHere == 1) table_finish();
+
     char* out = active ? row_at<kFast>(c.lead, c.out, row) : nullptr;
     char* scale_base = !active || is_static ? nullptr
                        : c.packed                              ? out + h
@@ -799,16 +926,17 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
       for (int n = kVec; n > 1; n /= 2)
 #pragma unroll
         for (int j = 0; j < n / 2; ++j) part[j] = math::add_rn(part[2 * j], part[2 * j + 1]);
-      FN_TRACE(4);
+      FN_TRACE(6);
       const float eps = c.eps;
-      inv = row_reduce_finish<kWarp, kInvOnce>(
+      inv = row_reduce_finish<kWarp, kInvOnceHere>(
           part[0], t, T, rib, red_sum[parity], [](float a, float b) { return math::add_rn(a, b); },
           [len, eps, inv_len](float ss) {
             return math::inv_rms_of_mean(inv_len != 0.0f ? math::mul_rn(ss, inv_len) : math::div_rn(ss, len), eps);
           },
           inv_of_row[parity]);
     }
-    FN_TRACE(5);
+    FN_TRACE(7);
+    if (kGammaLateHere == 2) table_finish();
 
     // 3. y = (x * inv) * g of step s; 0 past H (and in steps past the row). Kernels of up to 32
     // elements a thread keep y in registers; those of more compute it again where it is used.
@@ -1000,31 +1128,38 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
 #pragma unroll
         for (int s = 0; s < kSteps; ++s)
           if (s >= s0 && s < s0 + per) am = unit_max(s, am);
-        FN_TRACE(6);
+        FN_TRACE(8);
         if (per != kSteps) __syncthreads();  // several units a row: `red` is reused at once
         const float qmax = c.qmax, scale_ub = c.scale_ub, min_scale = c.min_scale;
         const math::ScaleType scale_type = c.scale_type;
-        const math::DynamicScale ds = row_reduce_finish<kWarp, kScaleOnce>(
+        const math::DynamicScale ds = row_reduce_finish<kWarp, kScaleOnceHere>(
             am.bits(), t, T, rib, red, MaxU32(),
             [=](uint32_t m) { return math::dynamic_scale(m, qmax, scale_ub, min_scale, scale_type); },
             scale_of_row[parity]);
-        FN_TRACE(7);
+        FN_TRACE(9);
         if (active && t == 0 && s0 * P < h)
           store_scale(c, scale_base, kFast || g >= h ? 0 : (s0 * P) >> (__ffs(g) - 1), ds.stored);
         encode_steps(s0, per, [&](int) { return ds.r; });
       }
     }
-    FN_TRACE(8);
+    FN_TRACE(10);
 #ifdef FN_GPU_TRACE
     fn_first = false;
 #endif
+  };
+  if (kFast && gridDim.x >= groups) {
+    // One row group a block (short calls: decode): the latency-tuned copy.
+    if (blockIdx.x < groups) row_group(blockIdx.x, 0, IntConstant<1>());
+  } else {
+    int parity = 0;
+    for (int64_t grp = blockIdx.x; grp < groups; grp += gridDim.x, parity ^= 1) row_group(grp, parity, IntConstant<2>());
   }
 #ifdef FN_GPU_TRACE
   if (blockIdx.x == 0 && threadIdx.x == 0) {
     const unsigned long long g2 = fn_globaltimer();
-    atomicAdd(&fn_trace[12], g2 - fn_g0);
-    atomicAdd(&fn_trace[9], (unsigned long long)(clock64() - fn_t0));
-    atomicAdd(&fn_trace[15], 1ull);
+    atomicAdd(&fn_trace[22], g2 - fn_g0);
+    atomicAdd(&fn_trace[11], (unsigned long long)(clock64() - fn_t0));
+    atomicAdd(&fn_trace[31], 1ull);
     fn_trace_last_end = g2;
   }
 #endif

@@ -192,12 +192,12 @@ int main(int argc, char** argv) {
   for (const Case& cs : cases) {
     const int64_t rows = cs.rows, h = cs.h;
     const size_t in_bytes = size_t(rows) * h * 2, out_bytes = size_t(rows) * h;
-    const int sets = int(std::max<size_t>(2, (size_t(512) << 20) / (2 * in_bytes + out_bytes + 1)));
-    std::vector<char*> ins(sets), ress(sets), outs(sets), scs(sets);
-    char* w;
+    // Buffer sets (input, weight, residual, output, scales) over 512 MiB, as the bench rotates
+    // them (VARIANT_SETS overrides: 1 = every call on the same, L2-resident buffers).
+    int sets = int(std::max<size_t>(2, (size_t(512) << 20) / (2 * in_bytes + out_bytes + h * 2 + 1)));
+    if (getenv("VARIANT_SETS")) sets = std::max(1, atoi(getenv("VARIANT_SETS")));
+    std::vector<char*> ins(sets), ress(sets), outs(sets), scs(sets), ws(sets);
     float* sscale;
-    CK(cudaMalloc(&w, h * 2));
-    fill_bf16<<<64, 256>>>((uint16_t*)w, h, 99);
     CK(cudaMalloc(&sscale, 4));
     const float sv = 0.05f;
     CK(cudaMemcpy(sscale, &sv, 4, cudaMemcpyHostToDevice));
@@ -206,6 +206,8 @@ int main(int argc, char** argv) {
       CK(cudaMalloc(&ins[i], in_bytes));
       CK(cudaMalloc(&outs[i], out_bytes));
       CK(cudaMalloc(&scs[i], size_t(rows) * (h / 128 + 1) * 4));
+      CK(cudaMalloc(&ws[i], h * 2));
+      fill_bf16<<<64, 256>>>((uint16_t*)ws[i], h, 99);
       fill_bf16<<<1024, 256>>>((uint16_t*)ins[i], size_t(rows) * h, 7);  // same data in every set
       ress[i] = nullptr;
       if (residual) {
@@ -233,7 +235,6 @@ int main(int argc, char** argv) {
     c.qclamp = INFINITY;
     c.static_scale = sscale;
     c.scale_type = math::ScaleType::kF32;
-    c.weight = w;
     if (strcmp(cs.mode, "static") == 0) {
       c.mode = FUSEDNORM_SCALE_STATIC;
       c.group = h;
@@ -271,6 +272,7 @@ int main(int argc, char** argv) {
       c.res.data = ress[i];
       c.out.data = outs[i];
       c.scales.data = scs[i];
+      c.weight = ws[i];
             CK(launch_rmsnorm_quant(fn, facts, dev, st, c, shape, acc, smem, 1, &blocks));
     };
     for (int i = 0; i < sets; ++i) launch(i);
@@ -307,7 +309,7 @@ int main(int argc, char** argv) {
       CK(cudaGraphLaunch(exec, st));
 #ifdef FN_GPU_TRACE
       CK(cudaStreamSynchronize(st));
-      unsigned long long zeros[16] = {}, zero = 0;
+      unsigned long long zeros[32] = {}, zero = 0;
       CK(cudaMemcpyToSymbol(fn_trace, zeros, sizeof zeros));
       CK(cudaMemcpyToSymbol(fn_trace_last_end, &zero, 8));
 #endif
@@ -321,14 +323,16 @@ int main(int argc, char** argv) {
         us = std::min(us, double(ms) * 1e3 / reps);
       }
 #ifdef FN_GPU_TRACE
-      unsigned long long tr[16];
+      unsigned long long tr[32];
       CK(cudaMemcpyFromSymbol(tr, fn_trace, sizeof tr));
-      const double n = double(tr[15] ? tr[15] : 1);
-      printf("trace %s %lld x %lld (%llu launches): cycles from entry: wait %.0f, x issued %.0f, gamma %.0f, ss %.0f, "
-             "inv %.0f, amax %.0f, scale %.0f, row %.0f, end %.0f; ns: entry after previous end %.0f, past wait %.0f, "
-             "entry to end %.0f\n",
-             cs.mode, (long long)rows, (long long)h, tr[15], tr[1] / n, tr[2] / n, tr[3] / n, tr[4] / n, tr[5] / n,
-             tr[6] / n, tr[7] / n, tr[8] / n, tr[9] / n, double((long long)tr[10]) / n, tr[11] / n, tr[12] / n);
+      const double n = double(tr[31] ? tr[31] : 1);
+      // Phases as in rmsnorm_quant.cuh (FN_TRACE), cycles from entry; 0 = not reached.
+      static const char* const names[12] = {"",          "wait",     "x issued", "table issued", "residual", "table done",
+                                             "ss local", "inv",      "amax local", "scale",     "row end",  "end"};
+      printf("trace %s %lld x %lld (%llu launches): cycles from entry:", cs.mode, (long long)rows, (long long)h, tr[31]);
+      for (int k = 1; k < 12; ++k) printf(" %s %.0f%s", names[k], tr[k] / n, k < 11 ? "," : ";");
+      printf(" ns: entry after previous end %.0f, past wait %.0f, entry to end %.0f\n", double((long long)tr[20]) / n,
+             tr[21] / n, tr[22] / n);
 #endif
       CK(cudaGraphExecDestroy(exec));
       CK(cudaGraphDestroy(graph));
@@ -341,9 +345,9 @@ int main(int argc, char** argv) {
       CK(cudaFree(ins[i]));
       CK(cudaFree(outs[i]));
       CK(cudaFree(scs[i]));
+      CK(cudaFree(ws[i]));
       if (ress[i]) CK(cudaFree(ress[i]));
     }
-    CK(cudaFree(w));
     CK(cudaFree(sscale));
     CK(cudaFree(hh));
     CK(cudaStreamDestroy(st));

@@ -25,6 +25,7 @@ done
 wait
 for i in "${!variants[@]}"; do
   if [ -x build-gpu/variants/v$i ]; then
+    echo "== v$i: ${variants[$i]:-(library)}"
     build-gpu/variants/v$i ${VARIANT_ARGS:-} 2>&1 | tee "$out/run_v$i.log"
   else
     echo "variant ${variants[$i]}: build failed"; tail -20 "$out/build_v$i.log"
