@@ -8,7 +8,8 @@
 // walks over groups of R rows (resident blocks hide each other's load latency; the block's next
 // rows are prefetched into L2, not into registers, which measured slower). Block shape and
 // kernel depend on H, the dtypes and the options only; the grid size depends on the row count but
-// no row's arithmetic does (batch invariance).
+// no row's arithmetic does (batch invariance). A block with a single row group (short calls)
+// runs a copy of the row body tuned for latency: the same arithmetic, other instruction order.
 #pragma once
 
 #include <stdint.h>
@@ -386,7 +387,7 @@ __device__ __forceinline__ T combine_shared(const T* r, Combine combine) {
 // past the row's warps; every thread of the block must call this. !kOnce: every warp of
 // the row combines the warp results and evaluates the formula itself (one barrier instead of
 // two, the formula once per warp).
-template <int kWarp, bool kOnce, class T, class Combine, class Finish>
+template <int kWarp, bool kOnce, bool kLocal = kLocalCombine, class T, class Combine, class Finish>
 __device__ __forceinline__ auto row_reduce_finish(T v, int t, int threads_per_row, int row_in_block, T* red,
                                                   Combine combine, Finish finish, decltype(finish(v))* out)
     -> decltype(finish(v)) {
@@ -405,7 +406,7 @@ __device__ __forceinline__ auto row_reduce_finish(T v, int t, int threads_per_ro
   if (!kOnce || warp == first) {
     const int n = threads_per_row / kWarp;
     T p;
-    if (kLocalCombine && n <= 8) {
+    if (kLocal && n <= 8) {
       // Every lane reads the row's n warp results (vector loads of one address: broadcasts) and
       // combines them in registers in the same pairwise tree: no shuffle latencies.
       with_lanes<2, 8>(n, [&](auto n_c) { p = combine_shared<decltype(n_c)::value>(red + first, combine); });
@@ -486,6 +487,21 @@ __device__ __forceinline__ void load_gamma(const RmsnormQuantCall& c, int32_t e,
     load_vec<2, kN, kFast>(c.weight, e, h, access, ww);
 #pragma unroll
     for (int j = 0; j < kN; ++j) g[j] = math::add_rn(weight_elem(c.w_type, ww, j), c.weight_offset);
+  }
+}
+
+// kWords 32-bit words from weight-table slots (16 bytes each, `stride` slots apart), as a step's
+// cp.async copy left them there.
+template <int kWords>
+__device__ __forceinline__ void read_slot_words(const float4* slot, int stride, uint32_t w[kWords]) {
+  if constexpr (kWords >= 4) {
+#pragma unroll
+    for (int q = 0; q < kWords / 4; ++q) {
+      const uint4 u = reinterpret_cast<const uint4*>(slot)[q * stride];
+      w[4 * q] = u.x; w[4 * q + 1] = u.y; w[4 * q + 2] = u.z; w[4 * q + 3] = u.w;
+    }
+  } else {
+    memcpy(w, slot, kWords * 4);
   }
 }
 
@@ -596,8 +612,9 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
 #else
   constexpr bool kScaleOnce = true;
 #endif
-  // Where the fast kernels wait for their weight table's copies and convert it (table_finish):
-  // 0 at once, 1 after the residual, 2 after the sum of squares' reduction.
+  // Where the fast kernels' latency-tuned copy (row_group below) waits for its weight table's
+  // copies and converts it (table_finish): 0 at once, 1 after the residual, 2 after the sum of
+  // squares' reduction (the loop: at once).
 #ifdef FN_GPU_GAMMA_LATE
   constexpr int kGammaLate = FN_GPU_GAMMA_LATE;
 #else
@@ -681,10 +698,14 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
   if (kFast && norm && rib == 0) gpu_prefetch_l2_range(c.weight, uint32_t(h) * w_bytes, t, T);
   if (is_static && threadIdx.x == 0)
     gpu_prefetch_l2_range(reinterpret_cast<const char*>(c.static_scale), 4, 0, 1);
-#if defined(FN_GPU_WARM_CONST) && defined(__CUDA_ARCH__) && !defined(__HIPCC__)
-  // Experiment: the argument block's constant-cache lines touched before the wait (1; the
-  // never-taken store keeps the reads), and (2) one discarded load of the first input row and of
-  // the weight by thread 0 (the descriptor's line, the SM's TLB).
+#ifndef FN_GPU_WARM_CONST
+#define FN_GPU_WARM_CONST 1
+#endif
+#if FN_GPU_WARM_CONST >= 1 && defined(__CUDA_ARCH__) && !defined(__HIPCC__)
+  // Every constant-cache line of the arguments read before the wait (the never-taken store keeps
+  // the reads): the first use of each after the wait would otherwise miss (decode -0.02 to
+  // -0.1 us). Knob FN_GPU_WARM_CONST: 0 off, 2 also one discarded load of the first input row and
+  // of the weight by thread 0 (the SM's TLB; measured no better).
   {
     const uint32_t* cw = reinterpret_cast<const uint32_t*>(&c);
     uint32_t warm = 0;
@@ -714,23 +735,40 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
 
   float static_r = 0.0f;  // static scale: one multiplier for the whole call (first row)
 
-  // One group of R rows, buffers `parity` of the reductions'. kFirst: the block's first group (1),
-  // a later one (0), or either (2, decided here). The fast kernels run the first group as its own
-  // copy of this body (a decode call runs nothing else), so its choices are made for latency
-  // without touching the loop's code: the weight table's conversion after the sum of squares
-  // (so its copies land while x is reduced), and both formulas evaluated by every warp (one
-  // barrier each). The loop over the later groups keeps the choices measured best at 16384 rows.
+  // One group of R rows, buffers `parity` of the reductions'. kFirst: 1 = the only group of its
+  // block (every block has at most one: a short call, e.g. decode), 2 = any group of the loop
+  // (the first one decided here). A fast kernel whose blocks have one group each runs the kFirst
+  // = 1 copy of this body, tuned for latency: the weight table's copies converted after the sum
+  // of squares is reduced (they land meanwhile) and inv_rms by every warp (one barrier). The loop
+  // keeps the choices measured best at 16384 rows; both compute the same bytes (numerics.md).
+  // FN_GPU_FIRST_TUNED (harness) sets how much of the tuning the copy gets: 0 none, 1 the table,
+  // 2 (default) and inv_rms, 3 and the scale by every warp (decode -0.1 us, but the loop's
+  // code, sharing one register allocation, measured 1-2% slower at H 7168 / 8192 / 16384).
   auto row_group = [&](const int64_t grp, const int parity, auto first_c) {
     constexpr int kFirst = decltype(first_c)::value;
     const bool first = kFirst == 2 ? grp == blockIdx.x : kFirst == 1;
 #ifdef FN_GPU_FIRST_TUNED
-    constexpr bool kTuned = kFirst == 1 && FN_GPU_FIRST_TUNED;
+    constexpr int kTuned = kFirst == 1 ? FN_GPU_FIRST_TUNED : 0;
 #else
-    constexpr bool kTuned = kFirst == 1;
+    constexpr int kTuned = kFirst == 1 ? 2 : 0;
 #endif
-    constexpr bool kInvOnceHere = kTuned ? false : kInvOnce;
-    constexpr bool kScaleOnceHere = kTuned ? false : kScaleOnce;
-    constexpr int kGammaLateHere = kTuned ? kGammaLate : 0;
+    constexpr bool kInvOnceHere = kTuned >= 2 ? false : kInvOnce;
+    constexpr bool kScaleOnceHere = kTuned >= 3 ? false : kScaleOnce;
+    constexpr int kGammaLateHere = kTuned >= 1 ? kGammaLate : 0;
+    // The latency-tuned copy combines a row's warp results in registers (combine_shared: no
+    // shuffle chain after the barrier; the loop's code measured better with the butterfly).
+#ifdef FN_GPU_LOCAL_FIRST
+    constexpr bool kLocalHere = kFirst == 1 ? bool(FN_GPU_LOCAL_FIRST) : kLocalCombine;
+#else
+    constexpr bool kLocalHere = kFirst == 1 ? kTuned >= 1 : kLocalCombine;
+#endif
+    // The latency-tuned copy leaves the weight as copied (no later row reads the table) and
+    // converts each step's words where y is made: no pass over the table between the reductions.
+#ifdef FN_GPU_RAW_GAMMA
+    constexpr bool kRawGamma = kFast && kTuned >= 1 && FN_GPU_RAW_GAMMA && kVec * kSteps <= kElemsPerThread;
+#else
+    constexpr bool kRawGamma = kFast && kTuned >= 1 && kVec * kSteps <= kElemsPerThread;
+#endif
     const int64_t row = grp * R + rib;
     const bool active = row < c.lead.rows;  // inactive threads still join every barrier
     gpu_launder(tl);
@@ -757,7 +795,7 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
     // (s * (kVec / 4) + q) * blockDim.x + threadIdx.x. Addresses and offsets from laundered copies
     // of the thread's indices: derived from the row loop's, they would be hoisted out of it with
     // them and kept live across it (spills at 64 registers).
-    const bool table_now = kFirst != 0 && (kGammaSmem || gamma_smem) && norm && first;
+    const bool table_now = (kGammaSmem || gamma_smem) && norm && first;
     auto table_slot = [&] {
       int ti = threadIdx.x;
       gpu_launder(ti);
@@ -802,6 +840,7 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
     auto table_finish = [&] {
       if (!kFast || !table_now) return;
       gpu_copy_async_wait_all();
+      if (kRawGamma) return;  // make_y converts the words where it reads them
       float4* slot = table_slot();
       const int slots = blockDim.x;
       const float off = c.weight_offset;
@@ -813,14 +852,7 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
         constexpr DType kWt = decltype(w_c)::value;
         using W = InTraits<kWt>;
         constexpr int kWords = kVec * W::kBytes / 4;  // a step's words as copied
-        auto read = [&](int s, uint32_t w[kWords]) {
-#pragma unroll
-          for (int q = 0; q < kWords / 4; ++q) {
-            const uint4 u = reinterpret_cast<const uint4*>(slot)[(s * (kVec / 4) + q) * slots];
-            w[4 * q] = u.x; w[4 * q + 1] = u.y; w[4 * q + 2] = u.z; w[4 * q + 3] = u.w;
-          }
-          if (kWords < 4) memcpy(w, slot + s * (kVec / 4) * slots, kWords * 4);
-        };
+        auto read = [&](int s, uint32_t w[kWords]) { read_slot_words<kWords>(slot + s * (kVec / 4) * slots, slots, w); };
         if (kWt == DType::kF32) {
 #pragma unroll
           for (int s = 0; s < kSteps; ++s) {
@@ -928,7 +960,7 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
         for (int j = 0; j < n / 2; ++j) part[j] = math::add_rn(part[2 * j], part[2 * j + 1]);
       FN_TRACE(6);
       const float eps = c.eps;
-      inv = row_reduce_finish<kWarp, kInvOnceHere>(
+      inv = row_reduce_finish<kWarp, kInvOnceHere, kLocalHere>(
           part[0], t, T, rib, red_sum[parity], [](float a, float b) { return math::add_rn(a, b); },
           [len, eps, inv_len](float ss) {
             return math::inv_rms_of_mean(inv_len != 0.0f ? math::mul_rn(ss, inv_len) : math::div_rn(ss, len), eps);
@@ -941,8 +973,11 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
     // 3. y = (x * inv) * g of step s; 0 past H (and in steps past the row). Kernels of up to 32
     // elements a thread keep y in registers; those of more compute it again where it is used.
     // kNorm: normalization (IntConstant<1>), none (<0>) or the call's (<2>, decided here).
-    auto make_y = [&](int s, float v[kVec], auto norm_c) {
+    // kWt: the weight from the converted table (IntConstant<0>), or from its slots' words as
+    // copied (<1>, <2>, <3>: f32, bf16, f16 weights; kRawGamma).
+    auto make_y = [&](int s, float v[kVec], auto norm_c, auto wt_c) {
       constexpr int kNorm = decltype(norm_c)::value;
+      constexpr int kWt = decltype(wt_c)::value;
       if (s >= S) {  // uniform: a step past the row
 #pragma unroll
         for (int j = 0; j < kVec; ++j) v[j] = 0.0f;
@@ -951,7 +986,15 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
       const int32_t e = elem0(s);
       if (kNorm == 1 || (kNorm == 2 && norm)) {
         float g[kVec];
-        if (kGammaSmem || gamma_smem) {
+        if ((kGammaSmem || gamma_smem) && kWt != 0) {
+          constexpr DType kD = kWt == 1 ? DType::kF32 : kWt == 2 ? DType::kBF16 : DType::kF16;
+          using W = InTraits<kD>;
+          constexpr int kWords = kVec * W::kBytes / 4;
+          uint32_t w[kWords];
+          read_slot_words<kWords>(gamma_mine + s * (kVec / 4) * blockDim.x, blockDim.x, w);
+#pragma unroll
+          for (int j = 0; j < kVec; ++j) g[j] = math::add_rn(W::get(w, j), c.weight_offset);
+        } else if (kGammaSmem || gamma_smem) {
 #pragma unroll
           for (int q = 0; q < kVec / 4; ++q) {
 #if defined(__CUDA_ARCH__) && !defined(__HIPCC__)
@@ -980,20 +1023,22 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
     constexpr bool kKeepY = kVec * kSteps <= kElemsPerThread;
     float y_kept[kKeepY ? kSteps : 1][kVec];
     if (kKeepY) {  // one test of `norm` for the row, not one a step
-      if (norm) {
+      auto make_all = [&](auto norm_c, auto wt_c) {
 #pragma unroll
-        for (int s = 0; s < kSteps; ++s) make_y(s, y_kept[kKeepY ? s : 0], IntConstant<1>());
-      } else {
-#pragma unroll
-        for (int s = 0; s < kSteps; ++s) make_y(s, y_kept[kKeepY ? s : 0], IntConstant<0>());
-      }
+        for (int s = 0; s < kSteps; ++s) make_y(s, y_kept[kKeepY ? s : 0], norm_c, wt_c);
+      };
+      if (!norm) make_all(IntConstant<0>(), IntConstant<0>());
+      else if (!kRawGamma) make_all(IntConstant<1>(), IntConstant<0>());
+      else if (c.w_type == DType::kBF16) make_all(IntConstant<1>(), IntConstant<2>());
+      else if (c.w_type == DType::kF32) make_all(IntConstant<1>(), IntConstant<1>());
+      else make_all(IntConstant<1>(), IntConstant<3>());
     }
     auto y_of = [&](int s, float v[kVec]) {
       if (kKeepY) {
 #pragma unroll
         for (int j = 0; j < kVec; ++j) v[j] = y_kept[kKeepY ? s : 0][j];
       } else {
-        make_y(s, v, IntConstant<2>());
+        make_y(s, v, IntConstant<2>(), IntConstant<0>());  // (kRawGamma needs kKeepY)
       }
     };
     // max |y| of step s as bits: see AbsMax.
@@ -1132,7 +1177,7 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
         if (per != kSteps) __syncthreads();  // several units a row: `red` is reused at once
         const float qmax = c.qmax, scale_ub = c.scale_ub, min_scale = c.min_scale;
         const math::ScaleType scale_type = c.scale_type;
-        const math::DynamicScale ds = row_reduce_finish<kWarp, kScaleOnceHere>(
+        const math::DynamicScale ds = row_reduce_finish<kWarp, kScaleOnceHere, kLocalHere>(
             am.bits(), t, T, rib, red, MaxU32(),
             [=](uint32_t m) { return math::dynamic_scale(m, qmax, scale_ub, min_scale, scale_type); },
             scale_of_row[parity]);
