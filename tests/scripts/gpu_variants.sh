@@ -3,7 +3,9 @@
 # parallel) and runs each; logs under ${OUT:-build-gpu/out}. DLPack's header comes from the
 # system or from the .deb in ${FUSEDNORM_DEPS_DIR:-.deps} (see tests/scripts/gpu.sh). Usage:
 #   bash tests/scripts/gpu_variants.sh "KNOB=VALUE ..." ...     ("" = the library's settings)
-# knobs: FN_GPU_MAXNREG8, FN_GPU_INV_ONCE, FN_GPU_SCALE_ONCE, FN_GPU_TRACE (backends/gpu/rmsnorm_quant.cuh).
+# knobs: FN_GPU_MAXNREG8, FN_GPU_INV_ONCE, FN_GPU_SCALE_ONCE, FN_GPU_FIRST_TUNED, FN_GPU_GAMMA_LATE,
+# FN_GPU_RAW_GAMMA, FN_GPU_LOCAL_FIRST, FN_GPU_LOCAL_COMBINE, FN_GPU_WARM_CONST, FN_GPU_TRACE
+# (backends/gpu/rmsnorm_quant.cuh). VARIANT_SETS=1: every call on the same buffers (L2-resident).
 # (VARIANT_GENERAL=1: every case through the general kernel instead of its fast one.)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
