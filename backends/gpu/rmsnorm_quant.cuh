@@ -9,7 +9,8 @@
 // rows are prefetched into L2, not into registers, which measured slower). Block shape and
 // kernel depend on H, the dtypes and the options only; the grid size depends on the row count but
 // no row's arithmetic does (batch invariance). A block with a single row group (short calls)
-// runs a copy of the row body tuned for latency: the same arithmetic, other instruction order.
+// runs a copy of the row body tuned for latency: the same arithmetic, other instruction order
+// (CUDA only).
 #pragma once
 
 #include <stdint.h>
@@ -1192,13 +1193,22 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
     fn_first = false;
 #endif
   };
+  auto all_groups = [&] {
+    int parity = 0;
+    for (int64_t grp = blockIdx.x; grp < groups; grp += gridDim.x, parity ^= 1) row_group(grp, parity, IntConstant<2>());
+  };
+#if defined(__HIPCC__)
+  // HIP: no latency-tuned copy (never measured on AMD hardware, and it doubled clang's compile
+  // time of the kernels, which CI pays on 2 cores).
+  all_groups();
+#else
   if (kFast && gridDim.x >= groups) {
     // One row group a block (short calls: decode): the latency-tuned copy.
     if (blockIdx.x < groups) row_group(blockIdx.x, 0, IntConstant<1>());
   } else {
-    int parity = 0;
-    for (int64_t grp = blockIdx.x; grp < groups; grp += gridDim.x, parity ^= 1) row_group(grp, parity, IntConstant<2>());
+    all_groups();
   }
+#endif
 #ifdef FN_GPU_TRACE
   if (blockIdx.x == 0 && threadIdx.x == 0) {
     const unsigned long long g2 = fn_globaltimer();
