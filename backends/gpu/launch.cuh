@@ -80,14 +80,34 @@ inline gpuError_t launch_kernel(KernelFn fn, const DeviceFacts& dev, unsigned bl
   return gpuSuccess;
 }
 
+// Tuning harness knob: 0 launches short calls in blocks of R rows too (before session 7).
+#ifndef FN_GPU_SHORT_R1
+#define FN_GPU_SHORT_R1 1
+#endif
+
 // One call: as many blocks as the rows need, at most as many as can be resident at once (each
-// walks over its share of the rows); `smem` bytes of dynamic shared memory a block. The grid size
-// goes to *grid where asked.
+// walks over its share of the rows); `smem` bytes of dynamic shared memory a block (the weight
+// table: proportional to the block's threads). A call whose rows all fit in one round of blocks
+// of a single row (at least a warp: rows shorter than a warp share one) is launched that way
+// (short calls, decode: no block waits at its barriers for rows past the call's, and a call's rows
+// spread over more multiprocessors); the others in `shape`'s blocks of R rows. The kernel and
+// every row's arithmetic are the same either way. The grid size goes to *grid where asked.
 inline gpuError_t launch_rmsnorm_quant(KernelFn fn, const DeviceFacts& dev, int device, gpuStream_t stream,
-                                       const RmsnormQuantCall& c, const RowShape& shape, const Accesses& acc,
+                                       const RmsnormQuantCall& c, RowShape shape, const Accesses& acc,
                                        size_t smem, int32_t gamma_smem, int64_t* grid = nullptr) {
-  const unsigned threads = unsigned(shape.rows_per_block * shape.threads_per_row);
   int per_sm = 1;
+  const int r1 = shape.threads_per_row >= kGpuWarp ? 1 : kGpuWarp / shape.threads_per_row;
+  if (FN_GPU_SHORT_R1 && shape.rows_per_block > r1) {
+    const unsigned threads1 = unsigned(r1 * shape.threads_per_row);
+    const size_t smem1 = smem / size_t(shape.rows_per_block) * size_t(r1);
+    const gpuError_t e = blocks_per_sm(fn, device, threads1, smem1, &per_sm);
+    if (e != gpuSuccess) return e;
+    if ((c.lead.rows + r1 - 1) / r1 <= int64_t(per_sm) * dev.multiprocessors) {
+      shape.rows_per_block = r1;
+      smem = smem1;
+    }
+  }
+  const unsigned threads = unsigned(shape.rows_per_block * shape.threads_per_row);
   const gpuError_t e = blocks_per_sm(fn, device, threads, smem, &per_sm);
   if (e != gpuSuccess) return e;
   const int64_t groups = (c.lead.rows + shape.rows_per_block - 1) / shape.rows_per_block;

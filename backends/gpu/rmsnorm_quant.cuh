@@ -600,8 +600,9 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
     rmsnorm_quant_kernel(FN_GRID_CONSTANT const RmsnormQuantCall c, const RowShape shape, const Accesses acc, const int32_t gamma_smem) {
   constexpr bool kFast = kPlan != Plan::kAll;
   // Who evaluates a row's formula after its block reduction (row_reduce_finish): measured best
-  // (docs/performance.md), every warp for inv_rms in the per-row and static kernels and the row's
-  // first warp elsewhere (the group kernels: 1% slower at 16384 x 8192 with every warp). The knobs
+  // (docs/performance.md), every warp for inv_rms in the per-row and static kernels and for the
+  // scale in the per-row kernels, the row's first warp elsewhere (the group kernels: 1% slower at
+  // 16384 x 8192 with every warp). The knobs
   // FN_GPU_INV_ONCE / FN_GPU_SCALE_ONCE (0 or 1) force one choice.
 #ifdef FN_GPU_INV_ONCE
   constexpr bool kInvOnce = FN_GPU_INV_ONCE;
@@ -611,7 +612,7 @@ __global__ void FN_KERNEL_BOUNDS(kVec)
 #ifdef FN_GPU_SCALE_ONCE
   constexpr bool kScaleOnce = FN_GPU_SCALE_ONCE;
 #else
-  constexpr bool kScaleOnce = true;
+  constexpr bool kScaleOnce = kPlan != Plan::kRow;
 #endif
   // Where the fast kernels' latency-tuned copy (row_group below) waits for its weight table's
   // copies and converts it (table_finish): 0 at once, 1 after the residual, 2 after the sum of
