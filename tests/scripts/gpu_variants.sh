@@ -5,7 +5,9 @@
 #   bash tests/scripts/gpu_variants.sh "KNOB=VALUE ..." ...     ("" = the library's settings)
 # knobs: FN_GPU_MAXNREG8, FN_GPU_INV_ONCE, FN_GPU_SCALE_ONCE, FN_GPU_FIRST_TUNED, FN_GPU_GAMMA_LATE,
 # FN_GPU_RAW_GAMMA, FN_GPU_LOCAL_FIRST, FN_GPU_LOCAL_COMBINE, FN_GPU_WARM_CONST, FN_GPU_TRACE
-# (backends/gpu/rmsnorm_quant.cuh). VARIANT_SETS=1: every call on the same buffers (L2-resident).
+# (backends/gpu/rmsnorm_quant.cuh), FN_GPU_SHORT_R1 (backends/gpu/launch.cuh).
+# VARIANT_ROUNDS=N: run the variants N times, alternating, and print the minimum / mean time of
+# each case and variant over the rounds (summary.txt). VARIANT_SETS=1: every call on the same buffers (L2-resident).
 # (VARIANT_GENERAL=1: every case through the general kernel instead of its fast one.)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -25,14 +27,32 @@ for i in "${!variants[@]}"; do
     -o build-gpu/variants/v$i tests/bench/gpu_variants.cu >"$out/build_v$i.log" 2>&1 &
 done
 wait
-for i in "${!variants[@]}"; do
-  if [ -x build-gpu/variants/v$i ]; then
-    echo "== v$i: ${variants[$i]:-(library)}"
-    build-gpu/variants/v$i ${VARIANT_ARGS:-} 2>&1 | tee "$out/run_v$i.log"
-  else
-    echo "variant ${variants[$i]}: build failed"; tail -20 "$out/build_v$i.log"
-  fi
+rounds=${VARIANT_ROUNDS:-1}
+: >"$out/runs.log"
+for ((r = 1; r <= rounds; ++r)); do  # the variants alternate, so drifts of the machine hit all alike
+  for i in "${!variants[@]}"; do
+    if [ -x build-gpu/variants/v$i ]; then
+      echo "== v$i round $r: ${variants[$i]:-(library)}"
+      build-gpu/variants/v$i ${VARIANT_ARGS:-} 2>&1 | tee "$out/run_v${i}_r$r.log" |
+        tee >(grep ' us ' | sed "s/^/v$i r$r /" >>"$out/runs.log")
+    elif [ "$r" = 1 ]; then
+      echo "variant ${variants[$i]}: build failed"; tail -20 "$out/build_v$i.log"
+    fi
+  done
 done
+# Summary: per case and variant, the minimum and mean time over the rounds, and whether every
+# round of every variant printed the same output hash for the case.
+if [ "$rounds" -gt 1 ]; then
+  sleep 1  # the tee process substitutions above may still be writing
+  awk '{ v = $1; key = $3 " " $4 "x" $6; for (k = 1; k <= NF; ++k) { if ($k == "us") t = $(k - 1); if ($k == "hash") h = $(k + 1) }
+         if (!(key in seen)) { seen[key] = 1; order[++n] = key; hash[key] = h } else if (hash[key] != h) bad[key] = 1
+         if (!((key, v) in mn) || t < mn[key, v]) mn[key, v] = t; sum[key, v] += t; cnt[key, v]++; if (substr(v, 2) + 0 > nv) nv = substr(v, 2) + 0 }
+       END { for (k = 1; k <= n; ++k) { line = sprintf("%-24s", order[k])
+               for (i = 0; i <= nv; ++i) if ((order[k], v = "v" i) in mn)
+                 line = line sprintf("  %s %8.2f /%8.2f", v, mn[order[k], v], sum[order[k], v] / cnt[order[k], v])
+               print line (order[k] in bad ? "  HASHES DIFFER" : "  same hashes") } }' "$out/runs.log" |
+    tee "$out/summary.txt"
+fi
 # VARIANT_NCU=1: Nsight Compute on one launch of the first variant (the case VARIANT_NCU_CASE,
 # default dynamic per-row 16384 x 8192):
 # the details and the per-instruction source view (SASS, with executed counts) as text.
