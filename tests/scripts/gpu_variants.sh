@@ -33,8 +33,8 @@ for ((r = 1; r <= rounds; ++r)); do  # the variants alternate, so drifts of the 
   for i in "${!variants[@]}"; do
     if [ -x build-gpu/variants/v$i ]; then
       echo "== v$i round $r: ${variants[$i]:-(library)}"
-      build-gpu/variants/v$i ${VARIANT_ARGS:-} 2>&1 | tee "$out/run_v${i}_r$r.log" |
-        tee >(grep ' us ' | sed "s/^/v$i r$r /" >>"$out/runs.log")
+      build-gpu/variants/v$i ${VARIANT_ARGS:-} 2>&1 | tee "$out/run_v${i}_r$r.log"
+      grep ' us ' "$out/run_v${i}_r$r.log" | sed "s/^/v$i r$r /" >>"$out/runs.log"
     elif [ "$r" = 1 ]; then
       echo "variant ${variants[$i]}: build failed"; tail -20 "$out/build_v$i.log"
     fi
@@ -43,8 +43,7 @@ done
 # Summary: per case and variant, the minimum and mean time over the rounds, and whether every
 # round of every variant printed the same output hash for the case.
 if [ "$rounds" -gt 1 ]; then
-  sleep 1  # the tee process substitutions above may still be writing
-  awk '{ v = $1; key = $3 " " $4 "x" $6; for (k = 1; k <= NF; ++k) { if ($k == "us") t = $(k - 1); if ($k == "hash") h = $(k + 1) }
+  awk '{ v = $1; key = $3 " " $4 "x" $6; t = ""; h = ""; for (k = 1; k <= NF; ++k) { if ($k == "us") t = $(k - 1); if ($k == "hash") h = $(k + 1) }
          if (!(key in seen)) { seen[key] = 1; order[++n] = key; hash[key] = h } else if (hash[key] != h) bad[key] = 1
          if (!((key, v) in mn) || t < mn[key, v]) mn[key, v] = t; sum[key, v] += t; cnt[key, v]++; if (substr(v, 2) + 0 > nv) nv = substr(v, 2) + 0 }
        END { for (k = 1; k <= n; ++k) { line = sprintf("%-24s", order[k])
