@@ -118,6 +118,141 @@ static double floor_us(size_t in_bytes, bool pdl) {
   return best * 1e3 / count;
 }
 
+// Streaming floors for a call's byte mix (VARIANT_ARGS="mix H ..."): 16384 rows of H bf16, every
+// element read and written once as the call would, no arithmetic. kRes: x and res read, res and
+// the 1-byte codes written; else x read, codes written. kRows: one block of 256 threads a row,
+// 4 blocks an SM (the kernel's mapping at H 2048 to 8192; kPf: and the L2 bulk prefetch of the
+// block's next rows, as the kernel does without a residual); else a flat grid-stride loop over
+// 16-byte chunks (MIX_BPS blocks an SM, default 8).
+template <bool kRes, bool kRows, bool kPf>
+__global__ void mix_kernel(const uint4* x, uint4* r, uint2* out, int64_t rows, int64_t chunks_per_row) {
+  const int64_t n = rows * chunks_per_row;
+  if (kRows) {
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+      uint4 a[8], b[8];
+      const int64_t base = row * chunks_per_row;
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        const int64_t i = base + threadIdx.x + int64_t(k) * blockDim.x;
+        if (threadIdx.x + int64_t(k) * blockDim.x < chunks_per_row) {
+          a[k] = __ldg(x + i);
+          if (kRes) b[k] = __ldg(r + i);
+        }
+      }
+      if (kPf && threadIdx.x == 0 && row + gridDim.x < rows) {
+        const int64_t next = (row + gridDim.x) * chunks_per_row;
+        gpu_prefetch_l2_range(reinterpret_cast<const char*>(x + next), uint32_t(chunks_per_row * 16), 0, 1);
+        if (kRes) gpu_prefetch_l2_range(reinterpret_cast<const char*>(r + next), uint32_t(chunks_per_row * 16), 0, 1);
+      }
+      __syncthreads();
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        const int64_t i = base + threadIdx.x + int64_t(k) * blockDim.x;
+        if (threadIdx.x + int64_t(k) * blockDim.x < chunks_per_row) {
+          if (kRes) r[i] = make_uint4(a[k].x ^ b[k].x, a[k].y ^ b[k].y, a[k].z ^ b[k].z, a[k].w ^ b[k].w);
+          out[i] = make_uint2(a[k].x ^ a[k].z, a[k].y ^ a[k].w);
+        }
+      }
+      __syncthreads();
+    }
+    return;
+  }
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i0 = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i0 < n; i0 += 4 * stride) {
+    uint4 a[4], b[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      if (i0 + k * stride < n) {
+        a[k] = __ldg(x + i0 + k * stride);
+        if (kRes) b[k] = __ldg(r + i0 + k * stride);
+      }
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      if (i0 + k * stride < n) {
+        if (kRes) r[i0 + k * stride] = make_uint4(a[k].x ^ b[k].x, a[k].y ^ b[k].y, a[k].z ^ b[k].z, a[k].w ^ b[k].w);
+        out[i0 + k * stride] = make_uint2(a[k].x ^ a[k].z, a[k].y ^ a[k].w);
+      }
+  }
+}
+
+// The same flat loop as a plain copy: how close this style of loop comes to cudaMemcpy.
+__global__ void mix_copy_kernel(const uint4* x, uint4* r, int64_t n) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i0 = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i0 < n; i0 += 4 * stride) {
+    uint4 a[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      if (i0 + k * stride < n) a[k] = __ldg(x + i0 + k * stride);
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      if (i0 + k * stride < n) r[i0 + k * stride] = a[k];
+  }
+}
+
+static void mix_floor(int64_t h, double copy_gbs, int sms) {
+  const int64_t rows = 16384, cpr = h / 8;
+  const size_t xb = size_t(rows) * h * 2, ob = size_t(rows) * h;
+  const size_t row_bytes = xb + ob, res_bytes = 3 * xb + ob;
+  char *x[2], *r[2], *o[2];
+  const size_t ab = res_bytes / 2 + 16;  // room for the copies below
+  for (int i = 0; i < 2; ++i) {
+    CK(cudaMalloc(&x[i], ab));
+    CK(cudaMalloc(&r[i], ab));
+    CK(cudaMalloc(&o[i], ob));
+    CK(cudaMemset(x[i], 1, ab));
+    CK(cudaMemset(r[i], 2, ab));
+  }
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  const int bps = getenv("MIX_BPS") ? atoi(getenv("MIX_BPS")) : 8;
+  struct Mix {
+    const char* name;
+    bool res;
+    int kind;  // 0 flat, 1 rows, 2 rows + prefetch, 3 flat copy kernel, 4 cudaMemcpy
+  };
+  const Mix mixes[] = {{"row flat", false, 0},        {"row rows", false, 1},          {"row rows+pf", false, 2},
+                       {"row copy-kernel", false, 3}, {"row cudaMemcpy", false, 4},    {"residual flat", true, 0},
+                       {"residual rows", true, 1},    {"residual rows+pf", true, 2},   {"residual copy-kernel", true, 3},
+                       {"residual cudaMemcpy", true, 4}};
+  for (const Mix& m : mixes) {
+    const size_t bytes = m.res ? res_bytes : row_bytes;
+    const size_t half = bytes / 2 / 16 * 16;  // the copies: half the call's bytes read, half written
+    auto launch = [&](int i) {
+      const uint4* xi = reinterpret_cast<const uint4*>(x[i]);
+      uint4* ri = reinterpret_cast<uint4*>(r[i]);
+      uint2* oi = reinterpret_cast<uint2*>(o[i]);
+      const unsigned flat = unsigned(bps * sms), per_row = unsigned(4 * sms);
+      switch (m.kind * 2 + int(m.res)) {
+        case 0: mix_kernel<false, false, false><<<flat, 256>>>(xi, ri, oi, rows, cpr); break;
+        case 1: mix_kernel<true, false, false><<<flat, 256>>>(xi, ri, oi, rows, cpr); break;
+        case 2: mix_kernel<false, true, false><<<per_row, 256>>>(xi, ri, oi, rows, cpr); break;
+        case 3: mix_kernel<true, true, false><<<per_row, 256>>>(xi, ri, oi, rows, cpr); break;
+        case 4: mix_kernel<false, true, true><<<per_row, 256>>>(xi, ri, oi, rows, cpr); break;
+        case 5: mix_kernel<true, true, true><<<per_row, 256>>>(xi, ri, oi, rows, cpr); break;
+        case 6: case 7: mix_copy_kernel<<<flat, 256>>>(xi, ri, int64_t(half / 16)); break;
+        default: CK(cudaMemcpyAsync(ri, xi, half, cudaMemcpyDeviceToDevice)); break;
+      }
+    };
+    for (int i = 0; i < 4; ++i) launch(i % 2);
+    CK(cudaEventRecord(a));
+    for (int i = 0; i < 40; ++i) launch(i % 2);
+    CK(cudaEventRecord(b));
+    CK(cudaEventSynchronize(b));
+    CK(cudaGetLastError());
+    float ms;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    const double us = ms * 1e3 / 40;
+    printf("mix %-20s 16384 x %6lld (%7.1f MB): %8.2f us  %7.1f GB/s  %5.1f%% copy\n", m.name, (long long)h,
+           bytes * 1e-6, us, bytes / us * 1e-3, 100.0 * bytes / us * 1e-3 / copy_gbs);
+  }
+  for (int i = 0; i < 2; ++i) {
+    CK(cudaFree(x[i]));
+    CK(cudaFree(r[i]));
+    CK(cudaFree(o[i]));
+  }
+}
+
 struct Case {
   const char* mode;
   int64_t rows, h;
@@ -170,6 +305,10 @@ int main(int argc, char** argv) {
   CK(cudaEventElapsedTime(&ms, e0, e1));
   const double copy_gbs = 2.0 * copy_bytes * 10 / (ms * 1e-3) / 1e9;
   printf("# copy %.0f GB/s\n", copy_gbs);
+  if (argc > 2 && strcmp(argv[1], "mix") == 0) {
+    for (int k = 2; k < argc; ++k) mix_floor(atoll(argv[k]), copy_gbs, prop.multiProcessorCount);
+    return 0;
+  }
   CK(cudaFree(ca));
   CK(cudaFree(cb));
 
@@ -255,7 +394,8 @@ int main(int argc, char** argv) {
     if (plan == Plan::kAll) shape = row_shape(h);
     KernelFn fn = rmsnorm_quant_kernel_pick<DType::kBF16, DType::k_f8e4m3fn>(shape, plan);
     const unsigned threads = unsigned(shape.rows_per_block * shape.threads_per_row);
-    const size_t smem = size_t(threads) * shape.vec * kernel_steps(shape, plan) * 4;
+    size_t smem = size_t(threads) * shape.vec * kernel_steps(shape, plan) * 4;
+    if (getenv("VARIANT_SMEM_PAD") != nullptr) smem += size_t(atol(getenv("VARIANT_SMEM_PAD")));  // fewer blocks an SM
     DeviceFacts facts;
     facts.major = prop.major;
     facts.multiprocessors = prop.multiProcessorCount;
