@@ -9,7 +9,8 @@
 # VARIANT_ROUNDS=N: run the variants N times, alternating, and print the minimum / mean time of
 # each case and variant over the rounds (summary.txt). VARIANT_SETS=1: every call on the same buffers (L2-resident).
 # (VARIANT_GENERAL=1: every case through the general kernel instead of its fast one;
-# VARIANT_SMEM_PAD=BYTES: that much more shared memory a block, i.e. fewer blocks an SM.)
+# VARIANT_SMEM_PAD=BYTES: that much more shared memory a block, i.e. fewer blocks an SM;
+# VARIANT_GAP=BYTES: an unused allocation before each case's buffers, which then lie elsewhere.)
 # VARIANT_ARGS="mix H ...": streaming floors of the calls' byte mixes at 16384 x H, no arithmetic
 # (tests/bench/gpu_variants.cu, mix_floor; MIX_BPS blocks an SM for the flat loops, default 8).
 set -uo pipefail
