@@ -305,12 +305,12 @@ int main(int argc, char** argv) {
   CK(cudaEventElapsedTime(&ms, e0, e1));
   const double copy_gbs = 2.0 * copy_bytes * 10 / (ms * 1e-3) / 1e9;
   printf("# copy %.0f GB/s\n", copy_gbs);
+  CK(cudaFree(ca));
+  CK(cudaFree(cb));
   if (argc > 2 && strcmp(argv[1], "mix") == 0) {
     for (int k = 2; k < argc; ++k) mix_floor(atoll(argv[k]), copy_gbs, prop.multiProcessorCount);
     return 0;
   }
-  CK(cudaFree(ca));
-  CK(cudaFree(cb));
 
   // Arguments "MODE:ROWS:H" (MODE row, static, group128 or residual) run those cases instead.
   std::vector<Case> cases = {{"row", 16384, 8192},   {"static", 16384, 8192}, {"group128", 16384, 8192},
@@ -343,7 +343,8 @@ int main(int argc, char** argv) {
     const bool residual = strcmp(cs.mode, "residual") == 0;
     // VARIANT_GAP=BYTES: an unused allocation first, so that this case's buffers lie elsewhere.
     char* gap = nullptr;
-    if (getenv("VARIANT_GAP") != nullptr && atoll(getenv("VARIANT_GAP")) > 0) CK(cudaMalloc(&gap, size_t(atoll(getenv("VARIANT_GAP")))));
+    const long long gap_bytes = getenv("VARIANT_GAP") != nullptr ? atoll(getenv("VARIANT_GAP")) : 0;
+    if (gap_bytes > 0) CK(cudaMalloc(&gap, size_t(gap_bytes)));
     for (int i = 0; i < sets; ++i) {
       CK(cudaMalloc(&ins[i], in_bytes));
       CK(cudaMalloc(&outs[i], out_bytes));
