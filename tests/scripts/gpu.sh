@@ -4,7 +4,9 @@
 # from Debian .deb files in ${FUSEDNORM_DEPS_DIR:-.deps} (fetch them on a Debian 12 machine with
 # `apt-get download libhwy-dev libhwy1 libtbb-dev libtbb12 libtbbmalloc2 libtbbbind-2-5 catch2
 # libdlpack-dev`) and unpacked under build-gpu/deps. Logs go to ${OUT:-build-gpu/out}.
-# Usage: bash tests/scripts/gpu.sh [build|test|sanitize|bench|profile|all]...   (default: all but profile)
+# Usage: bash tests/scripts/gpu.sh [build|test|sanitize|bench|compare|profile|all]...
+# (default: all but compare and profile; compare: tests/bench/torch_compare.py, fusednorm against
+# torch.compile, with ${FUSEDNORM_COMPARE_ARGS:---tokens 1,8,16384}; needs PyTorch with Triton)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -12,7 +14,7 @@ out=${OUT:-$root/build-gpu/out}
 mkdir -p "$out"
 steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(all)
-want() { for s in "${steps[@]}"; do { [ "$s" = all ] && [ "$1" != profile ]; } || [ "$s" = "$1" ] && return 0; done; return 1; }
+want() { for s in "${steps[@]}"; do { [ "$s" = all ] && [ "$1" != profile ] && [ "$1" != compare ]; } || [ "$s" = "$1" ] && return 0; done; return 1; }
 status=0
 note() { echo "== $*" | tee -a "$out/summary.txt"; }
 
@@ -27,7 +29,7 @@ if [ ! -f /usr/include/hwy/highway.h ]; then
   export CPATH="$deps/usr/include${CPATH:+:$CPATH}"
 fi
 
-if want build || want test || want sanitize || want bench || want profile; then
+if want build || want test || want sanitize || want bench || want compare || want profile; then
   t0=$(date +%s)
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DFUSEDNORM_CUDA=ON \
     -DFUSEDNORM_CUDA_ARCHITECTURES="${FUSEDNORM_CUDA_ARCHITECTURES:-90a-real}" >"$out/configure.log" 2>&1 &&
@@ -62,6 +64,13 @@ if want bench; then
   ./build-gpu/fusednorm-bench --device cuda:0 ${FUSEDNORM_BENCH_ARGS:-} >"$out/bench_gpu.txt" 2>"$out/bench_gpu.err"
   rc=$?; [ $rc -eq 0 ] || status=1
   note "bench: rc=$rc in $(( $(date +%s) - t0 )) s"
+fi
+if want compare; then
+  t0=$(date +%s)
+  python3 tests/bench/torch_compare.py --lib build-gpu/libfusednorm.so ${FUSEDNORM_COMPARE_ARGS:---tokens 1,8,16384} \
+    >"$out/torch_compare.txt" 2>"$out/torch_compare.err"
+  rc=$?; [ $rc -eq 0 ] || status=1
+  note "compare: rc=$rc in $(( $(date +%s) - t0 )) s"
 fi
 if want profile; then
   # One rmsnorm_quant launch under Nsight Compute (clocks left alone), for the shape in
