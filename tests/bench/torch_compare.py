@@ -5,7 +5,7 @@ Each case runs the same RMSNorm + FP8 (f8e4m3fn) quantization twice: through lib
 API (DLTensor views of torch tensors, via ctypes) and as the few lines of PyTorch a user would
 write, compiled by torch.compile (Inductor, Triton kernels). Both are timed alike: calls rotate over
 buffer sets of at least --rotate-mib MiB (inputs, weight, outputs and scales all rotate, so no call
-finds its data in L2), one call per set is captured into a CUDA graph, the graph is replayed, and
+finds its data in L2; only the static mode's 4-byte scale is shared), one call per set is captured into a CUDA graph, the graph is replayed, and
 the time per call is the median over samples of at least 1 ms divided by the calls. The copy
 bandwidth (a device-to-device copy, bytes read + written) is measured in the same run, and every
 time is also given as a share of it (bytes the call must move / time / copy bandwidth).
