@@ -214,6 +214,7 @@ def copy_gbps(mib=1024, reps=25):
 def run_case(lib, compiled, mode, rows, h, rotate_bytes, target_s, gen):
     fn, smode, group, residual = MODES[mode]
     nscales = 0 if smode == SCALE_STATIC else (h // group if group else 1)
+    # Bytes a call must move (the residual read and written), and so one buffer set's.
     set_bytes = rows * h * (2 + 1 + (4 if residual else 0)) + h * 2 + rows * nscales * 4
     sets = max(2, math.ceil(rotate_bytes / set_bytes))
     dev = "cuda"
@@ -226,21 +227,16 @@ def run_case(lib, compiled, mode, rows, h, rotate_bytes, target_s, gen):
               else torch.empty(sets, rows, nscales, device=dev, dtype=torch.float32))
     opts = lib.options(smode, group)
 
+    def torch_args(i, r):  # the PyTorch function's arguments for set i, residual r
+        return (x[i], r, w[i]) if residual else (x[i], w[i], scales) if smode == SCALE_STATIC else (x[i], w[i])
+
     ours = [lib.bind(x[i], res[i] if residual else None, w[i], out[i],
                      scales if smode == SCALE_STATIC else scales[i], opts) for i in range(sets)]
-    if mode == "static":
-        theirs = [(lambda i=i: compiled(x[i], w[i], scales)) for i in range(sets)]
-    elif residual:
-        theirs = [(lambda i=i: compiled(x[i], res_t[i], w[i])) for i in range(sets)]
-    else:
-        theirs = [(lambda i=i: compiled(x[i], w[i])) for i in range(sets)]
+    theirs = [(lambda i=i: compiled(*torch_args(i, res_t[i] if residual else None))) for i in range(sets)]
 
     # Codes that differ from fusednorm's on set 0, for the compiled and the eager PyTorch code (each
     # from the same residual values, which every call updates).
-    eager_args = [x[0], w[0]] if not residual else [x[0], res_t[0].clone(), w[0]]
-    if mode == "static":
-        eager_args.append(scales)
-    q_eager = fn(*eager_args)
+    q_eager = fn(*torch_args(0, res_t[0].clone() if residual else None))
     if residual:
         res[0].copy_(res_t[0])
     ours[0]()
@@ -256,10 +252,9 @@ def run_case(lib, compiled, mode, rows, h, rotate_bytes, target_s, gen):
 
     t_ours = time_graph(ours, target_s)
     t_theirs = time_graph(theirs, target_s)
-    moved = set_bytes  # bytes a call must move (the residual: read and written)
     del x, w, res, res_t, out, scales, ours, theirs
     torch.cuda.empty_cache()
-    return dict(sets=sets, ours=t_ours, theirs=t_theirs, moved=moved, diff=diff, ediff=ediff, compile_s=compile_s)
+    return dict(sets=sets, ours=t_ours, theirs=t_theirs, moved=set_bytes, diff=diff, ediff=ediff, compile_s=compile_s)
 
 
 def main():
@@ -273,7 +268,6 @@ def main():
     a = ap.parse_args()
 
     lib = Lib(a.lib)
-    torch.manual_seed(0)
     gen = torch.Generator(device="cuda").manual_seed(20240611)
     for k in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit", "accumulated_cache_size_limit"):
         if hasattr(torch._dynamo.config, k):
