@@ -259,8 +259,14 @@ FN_HD float length_f32(int64_t h) {
   return static_cast<float>(h);
 #endif
 }
-// From the mean square ss / H: 1 / sqrt(mean + eps).
-FN_HD float inv_rms_of_mean(float mean, float eps) { return div_rn(1.0f, sqrt_rn(add_rn(mean, eps))); }
+// From the mean square ss / H: 1 / sqrt(mean + eps). A row whose mean square is not finite (an Inf
+// or NaN element, or finite elements whose squares overflow f32, |x| >~ 1.8e19) gets NaN, so that
+// every y of the row is NaN and the row's scale and codes say so (docs/numerics.md, "Edge policy"),
+// instead of 1 / Inf = 0 normalizing the row to silent zeros.
+FN_HD float inv_rms_of_mean(float mean, float eps) {
+  const float d = sqrt_rn(add_rn(mean, eps));
+  return (bits_of(d) & kF32AbsMask) >= kF32InfBits ? float_of(kF32CanonicalNaN) : div_rn(1.0f, d);
+}
 FN_HD float inv_rms(float ss, float h, float eps) { return inv_rms_of_mean(div_rn(ss, h), eps); }
 FN_HD float norm_apply(float x, float inv, float gamma) { return mul_rn(mul_rn(x, inv), gamma); }
 

@@ -218,6 +218,46 @@ int64_t for_each_option_combination(std::mt19937_64& rng, const std::vector<int6
   return cases;
 }
 
+// Special rows (docs/numerics.md, "Edge policy"), shared by the CPU and GPU tests: the spec of
+// variant v (0 static; 1 quant-only; 2 scale_ub; 3 groups of 32; 4 e8m0 scales; 5 quant-only with
+// f16 scales, which overflow on the huge row) and the rows below, in that order.
+constexpr int kSpecialVariants = 6;
+constexpr int64_t kSpecialRows = 11;
+inline CaseSpec special_spec(DType in, DType out, int variant) {
+  CaseSpec s;
+  s.in = s.w = in;
+  s.out = out;
+  s.h = variant == 3 ? 64 : 40;
+  s.lead = {kSpecialRows};
+  s.mode = variant == 0 ? FUSEDNORM_SCALE_STATIC
+           : variant == 3 ? FUSEDNORM_SCALE_DYNAMIC_GROUP
+                          : FUSEDNORM_SCALE_DYNAMIC_ROW;
+  s.group = 32;
+  s.scale_ub = variant == 2 ? 1.5f : INFINITY;
+  s.scale = variant == 4 ? DType::kE8M0 : variant == 5 ? DType::kF16 : DType::kF32;
+  s.norm = variant != 1 && variant != 5;
+  s.eps = variant == 1 ? 0.0f : 1e-6f;
+  return s;
+}
+inline void fill_special_rows(CaseTensors& t) {
+  const int64_t h = t.spec.h;
+  for (int64_t i = 0; i < h; ++i) t.weight->set(0, i, 1.0f + 0.01f * float(i));
+  for (int64_t i = 0; i < h; ++i) {
+    const float f = float(i + 1);
+    t.input->set(0, i, 0.0f);                                    // zero row
+    t.input->set(1, i, (i % 2 ? -1e-40f : 1e-40f) * f);          // f32 subnormals
+    t.input->set(2, i, (i % 3 ? 3e38f : -3e38f) / f);            // huge: Inf in f16, squares overflow
+    t.input->set(3, i, i == 5 ? NAN : f);                        // one NaN
+    t.input->set(4, i, i == 7 ? -INFINITY : f);                  // one -Inf
+    t.input->set(5, i, i < 20 ? 1e-3f * f : 60000.0f * f);       // wide dynamic range
+    t.input->set(6, i, i == 33 ? INFINITY : -0.0f);              // -0 and +Inf
+    t.input->set(7, i, (i % 2 ? 1.0f : -1.0f) * 1e-30f * f);     // tiny normals
+    t.input->set(8, i, (i % 2 ? -2e19f : 2e19f) + 1e17f * f);    // finite, squares overflow f32
+    t.input->set(9, i, NAN);                                     // all NaN
+    t.input->set(10, i, i % 2 ? -INFINITY : INFINITY);           // all Inf
+  }
+}
+
 // First differing byte of two tensors' whole allocations (poison included), or "".
 inline std::string first_difference(const char* what, const HostTensor& a, const HostTensor& b) {
   const auto& x = a.storage();

@@ -65,49 +65,47 @@ TEST_CASE("rmsnorm_quant: every H of the list, main modes, every target", "[rmsn
       }
 }
 
-// Rows that stress the edges: zeros, f32 subnormals, huge values, NaN, Inf.
+// Rows that stress the edges (tests/common/rmsnorm_case.h): zeros, subnormals, huge values,
+// squares that overflow, NaN, Inf; and the edge policy of docs/numerics.md checked directly.
 TEST_CASE("rmsnorm_quant: special rows on every target", "[rmsnorm_quant][cpu]") {
-  const float kSub = 1e-40f, kHuge = 3e38f;
-  const float kInf = INFINITY, kNaN = NAN;
   for (DType in : kIns)
     for (DType out : kOuts)
-      for (int variant = 0; variant < 5; ++variant) {
-        CaseSpec s;
-        s.in = s.w = in;
-        s.out = out;
-        s.h = 40;
-        s.lead = {8};
-        s.mode = variant == 0   ? FUSEDNORM_SCALE_STATIC
-                 : variant == 3 ? FUSEDNORM_SCALE_DYNAMIC_GROUP
-                                : FUSEDNORM_SCALE_DYNAMIC_ROW;
-        s.group = 32;
-        if (variant == 3) s.h = 64;
-        s.scale_ub = variant == 2 ? 1.5f : INFINITY;
-        s.scale = variant == 4 ? DType::kE8M0 : DType::kF32;
-        s.norm = variant != 1;
-        s.eps = variant == 1 ? 0.0f : 1e-6f;
-        CaseTensors t(s);
-        for (int64_t i = 0; i < s.h; ++i) t.weight->set(0, i, 1.0f + 0.01f * float(i));
-        for (int64_t i = 0; i < s.h; ++i) {
-          const float f = float(i + 1);
-          t.input->set(0, i, 0.0f);                                   // zero row
-          t.input->set(1, i, (i % 2 ? -kSub : kSub) * f);             // subnormals
-          t.input->set(2, i, (i % 3 ? kHuge : -kHuge) / f);           // huge: overflow to Inf in f16
-          t.input->set(3, i, i == 5 ? kNaN : f);                      // one NaN
-          t.input->set(4, i, i == 7 ? -kInf : f);                     // one -Inf
-          t.input->set(5, i, i < 20 ? 1e-3f * f : 60000.0f * f);      // wide dynamic range
-          t.input->set(6, i, i == 33 ? kInf : -0.0f);                 // -0 and +Inf
-          t.input->set(7, i, (i % 2 ? 1.0f : -1.0f) * 1e-30f * f);    // tiny normals
-        }
+      for (int variant = 0; variant < kSpecialVariants; ++variant) {
+        CaseTensors t(special_spec(in, out, variant));
+        const CaseSpec& s = t.spec;
+        fill_special_rows(t);
         check_case(t, 0);
-        // The NaN-scale policy, checked directly on the reference result.
-        if (s.mode == FUSEDNORM_SCALE_DYNAMIC_ROW && s.scale == DType::kF32) {
-          auto ref = t.clone_inputs();
-          REQUIRE(ref->run_reference() == FUSEDNORM_SUCCESS);
-          CHECK(std::isnan(ref->scales->get(3, 0)));
-          CHECK(std::isnan(ref->scales->get(4, 0)));
-          if (s.norm) CHECK(ref->scales->get(0, 0) == 0.0f);  // zero row: scale 0 (min_scale 0)
-          for (int64_t i = 0; i < s.h; ++i) CHECK((ref->output->code(0, i) & 0x7F) == 0);
+        auto ref = t.clone_inputs();
+        REQUIRE(ref->run_reference() == FUSEDNORM_SUCCESS);
+        INFO(s.describe());
+        const bool int8 = out == DType::kI8;
+        // A NaN y encodes as the format's NaN code (int8: 0); with norm, rows 3, 4, 8, 9, 10 are
+        // all NaN (non-finite sum of squares), never silent zeros with a finite scale.
+        auto all_nan_codes = [&](int64_t r) {
+          for (int64_t i = 0; i < s.h; ++i) {
+            const uint32_t c = ref->output->code(r, i);
+            if (int8 ? c != 0 : !std::isnan(decode(out, c))) return false;
+          }
+          return true;
+        };
+        if (s.norm) {
+          for (int64_t r : {3, 4, 8, 9, 10}) {
+            CHECK(all_nan_codes(r));
+            if (s.mode != FUSEDNORM_SCALE_STATIC)
+              for (int64_t g = 0; g < s.groups(); ++g) CHECK(std::isnan(ref->scales->get(r, g)));
+          }
+          CHECK(all_nan_codes(2));  // squares overflow (or, in f16, the values are Inf)
+          if (s.mode == FUSEDNORM_SCALE_DYNAMIC_ROW && s.scale == DType::kF32) {
+            CHECK(ref->scales->get(0, 0) == 0.0f);  // zero row: scale 0 (min_scale 0)
+            for (int64_t i = 0; i < s.h; ++i) CHECK((ref->output->code(0, i) & 0x7F) == 0);
+          }
+        } else if (s.mode == FUSEDNORM_SCALE_DYNAMIC_ROW) {
+          for (int64_t r : {3, 4, 9, 10}) CHECK(std::isnan(ref->scales->get(r, 0)));
+          // f16 scale of the huge row: amax / qmax is above 65504, stored as +Inf, codes 0.
+          if (s.scale == DType::kF16 && in != DType::kF16) {
+            CHECK(std::isinf(ref->scales->get(2, 0)));
+            for (int64_t i = 0; i < s.h; ++i) CHECK((ref->output->code(2, i) & 0x7F) == 0);
+          }
         }
       }
 }

@@ -167,33 +167,9 @@ TEST_CASE("gpu rmsnorm_quant: special rows", "[gpu][rmsnorm_quant]") {
   if (!gpu_available()) return;
   for (DType in : kIns)
     for (DType out : kOuts)
-      for (int variant = 0; variant < 5; ++variant) {
-        CaseSpec s;
-        s.in = s.w = in;
-        s.out = out;
-        s.h = variant == 3 ? 64 : 40;
-        s.lead = {8};
-        s.mode = variant == 0   ? FUSEDNORM_SCALE_STATIC
-                 : variant == 3 ? FUSEDNORM_SCALE_DYNAMIC_GROUP
-                                : FUSEDNORM_SCALE_DYNAMIC_ROW;
-        s.group = 32;
-        s.scale_ub = variant == 2 ? 1.5f : INFINITY;
-        s.scale = variant == 4 ? DType::kE8M0 : DType::kF32;
-        s.norm = variant != 1;
-        s.eps = variant == 1 ? 0.0f : 1e-6f;
-        CaseTensors t(s);
-        for (int64_t i = 0; i < s.h; ++i) t.weight->set(0, i, 1.0f + 0.01f * float(i));
-        for (int64_t i = 0; i < s.h; ++i) {
-          const float f = float(i + 1);
-          t.input->set(0, i, 0.0f);
-          t.input->set(1, i, (i % 2 ? -1e-40f : 1e-40f) * f);
-          t.input->set(2, i, (i % 3 ? 3e38f : -3e38f) / f);
-          t.input->set(3, i, i == 5 ? NAN : f);
-          t.input->set(4, i, i == 7 ? -INFINITY : f);
-          t.input->set(5, i, i < 20 ? 1e-3f * f : 60000.0f * f);
-          t.input->set(6, i, i == 33 ? INFINITY : -0.0f);
-          t.input->set(7, i, (i % 2 ? 1.0f : -1.0f) * 1e-30f * f);
-        }
+      for (int variant = 0; variant < kSpecialVariants; ++variant) {
+        CaseTensors t(special_spec(in, out, variant));
+        fill_special_rows(t);
         check_gpu_case(t, "special rows");
       }
 }
