@@ -1,13 +1,26 @@
 #!/usr/bin/env bash
 # The test command (README): install dependencies, build, run every ctest test, the 2^32
-# exhaustive encoder test included. Pass ctest arguments through, e.g. `-LE exhaustive`.
+# exhaustive encoder sweep included, and print the time of each step.
+#   bash tests/scripts/test.sh                  # GPU plugins for one architecture per compiler
+#   FUSEDNORM_ALL_ARCHS=1 bash tests/scripts/test.sh   # every architecture of a release build
+#   bash tests/scripts/test.sh -LE exhaustive   # ctest arguments: one ctest run with them
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-bash tests/scripts/install_deps.sh
+source tests/scripts/steps.sh
+step "dependencies (apt-get, Python venv)" bash tests/scripts/install_deps.sh
 # install_deps.sh installs Debian's HIP toolchain on amd64: there the HIP plugin must build.
 hip=AUTO
 if [ "$(dpkg --print-architecture)" = amd64 ]; then hip=ON; fi
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$PWD/build/venv/bin/python" \
-  -DFUSEDNORM_HIP="${FUSEDNORM_HIP:-$hip}"
-cmake --build build
-ctest --test-dir build --output-on-failure "$@"
+ci_archs=ON
+[ "${FUSEDNORM_ALL_ARCHS:-0}" = 1 ] && ci_archs=OFF
+step "configure" cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DPython3_EXECUTABLE="$PWD/build/venv/bin/python" -DFUSEDNORM_HIP="${FUSEDNORM_HIP:-$hip}" \
+  -DFUSEDNORM_CI_ARCHS=$ci_archs
+step "build (library, CPU backend, CUDA and HIP plugins, tests, bench)" cmake --build build
+if [ $# -gt 0 ]; then
+  step "ctest $*" ctest --test-dir build --output-on-failure "$@"
+else
+  # Both cores: the exhaustive sweep spreads over them itself, the other tests run two at a time.
+  step "ctest: every test but the 2^32 sweep (-j2)" ctest --test-dir build --output-on-failure -LE exhaustive -j2
+  step "ctest: exhaustive 2^32 encoder sweep, every SIMD target" ctest --test-dir build --output-on-failure -L exhaustive
+fi

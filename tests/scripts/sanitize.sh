@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Sanitizer and fuzzing runs (CI runs this after tests/scripts/test.sh), with Debian's clang-15:
+#   1. AddressSanitizer + UndefinedBehaviorSanitizer build (build-asan) of the library, the
+#      reference, the CPU tests and the libFuzzer harness; every error fatal. Runs the ctest
+#      labels unit and plugin (every CPU test but the 2^32 sweeps, which test.sh runs unsanitized).
+#   2. The fuzzer over the C ABI: the seed corpus and regression inputs, then a bounded run
+#      (FUZZ_SECONDS, default 60; tests/scripts/fuzz.sh).
+#   3. ThreadSanitizer build (build-tsan) of the library and the concurrency test, which runs
+#      many threads calling every operation at once.
+# Usage: bash tests/scripts/sanitize.sh [asan] [fuzz] [tsan]   (default: all three)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+source tests/scripts/steps.sh
+bash tests/scripts/install_deps.sh --no-python >/dev/null
+
+cxx=/usr/lib/llvm-15/bin/clang++
+parts=("$@")
+[ ${#parts[@]} -eq 0 ] && parts=(asan fuzz tsan)
+want() { for p in "${parts[@]}"; do [ "$p" = "$1" ] && return 0; done; return 1; }
+# CPU only: the GPU plugins are compiled (and sanitized on a GPU) by tests/scripts/gpu.sh.
+common=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=$cxx -DFUSEDNORM_CUDA=OFF
+        -DFUSEDNORM_HIP=OFF -DFUSEDNORM_BUILD_BENCH=OFF)
+export ASAN_OPTIONS=abort_on_error=1:detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+
+if want asan || want fuzz; then
+  step "asan+ubsan: configure and build (clang-15)" bash -c "
+    cmake -S . -B build-asan ${common[*]} -DFUSEDNORM_SANITIZE=address,undefined -DFUSEDNORM_FUZZ=ON >/dev/null &&
+    cmake --build build-asan"
+fi
+if want asan; then
+  step "asan+ubsan: ctest -L 'unit|plugin' (-j2)" \
+    ctest --test-dir build-asan --output-on-failure -L 'unit|plugin' -j2
+fi
+if want fuzz; then
+  step "fuzz: C ABI, corpus + ${FUZZ_SECONDS:-60} s (asan+ubsan)" env FUZZ_BUILD_DIR=build-asan bash tests/scripts/fuzz.sh
+fi
+if want tsan; then
+  step "tsan: configure and build (clang-15)" bash -c "
+    cmake -S . -B build-tsan ${common[*]} -DFUSEDNORM_SANITIZE=thread >/dev/null &&
+    cmake --build build-tsan --target test_concurrency"
+  supp=""
+  [ -f tests/sanitizers/tsan.supp ] && supp=":suppressions=$PWD/tests/sanitizers/tsan.supp"
+  step "tsan: test_concurrency (threads x every operation)" \
+    env TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1$supp" ./build-tsan/tests/test_concurrency
+fi
