@@ -113,10 +113,13 @@ const char* plugin_file_name(int32_t device_type) {
 }
 
 const PluginState& plugin_for(int32_t device_type) {
-  static std::once_flag once[2];
-  static PluginState state[2];
-  const int i = device_type == kDLCUDA ? 0 : 1;
-  std::call_once(once[i], [&] { load(device_type, &state[i]); });
+  static std::once_flag once[3];
+  static PluginState state[3];
+  const int i = device_type == kDLCPU ? 0 : device_type == kDLCUDA ? 1 : 2;
+  std::call_once(once[i], [&] {
+    if (device_type == kDLCPU) adopt(fusednorm_plugin_entry_cpu(), kDLCPU, "linked-in cpu backend", &state[i]);
+    else load(device_type, &state[i]);
+  });
   return state[i];
 }
 

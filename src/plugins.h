@@ -1,4 +1,5 @@
-// GPU backends as plugins: found and loaded on first use for a device type, never unloaded.
+// Every backend through one function table (core/plugin_abi.h): the CPU backend linked in, the GPU
+// backends as plugins found and loaded on first use for a device type, never unloaded.
 #pragma once
 
 #include <string>
@@ -12,7 +13,8 @@ struct PluginState {
   std::string error;                        // why not, every attempt listed
 };
 
-// Loads (once, thread-safe) the plugin of kDLCUDA or kDLROCM; later calls return the same state.
+// The backend of kDLCPU (linked in), kDLCUDA or kDLROCM (loaded once, thread-safe); later calls
+// return the same state.
 const PluginState& plugin_for(int32_t device_type);
 
 // The file name searched for, e.g. "libfusednorm_cuda.so".

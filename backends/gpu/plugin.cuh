@@ -229,6 +229,7 @@ const fusednorm_plugin kPlugin = {
     nullptr,  // cast: not offered on the GPU yet (UNSUPPORTED)
     plugin_rmsnorm_quant,
     plugin_verify_encoders,
+    nullptr,  // target: one build per architecture, nothing chosen at run time
 };
 
 }  // namespace

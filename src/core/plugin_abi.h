@@ -1,7 +1,9 @@
-// The versioned C function table between libfusednorm.so and a GPU backend plugin
-// (libfusednorm_cuda.so, libfusednorm_hip.so). The plugin exports one function,
-// fusednorm_plugin_entry_<name>, returning its table; the core loads it lazily on the first call
-// for that device type (src/plugins.cc). Calls cross this boundary already validated, as the
+// The versioned C function table between libfusednorm.so and every backend: the CPU backend,
+// linked into libfusednorm.so (fusednorm_plugin_entry_cpu), and the GPU plugins
+// (libfusednorm_cuda.so, libfusednorm_hip.so), each exporting one function
+// fusednorm_plugin_entry_<name> that returns its table; the core loads a GPU plugin lazily on the
+// first call for that device type (src/plugins.cc). src/api.cc reaches every backend only
+// through this table. Calls cross this boundary already validated, as the
 // plain structs of core/call.h, so the table records their sizes and the core refuses a plugin
 // built against other definitions.
 #pragma once
@@ -13,7 +15,7 @@
 #include "fusednorm/fusednorm.h"
 
 // Bump on any change to this table or to the structs of core/call.h.
-#define FUSEDNORM_PLUGIN_ABI_VERSION 1u
+#define FUSEDNORM_PLUGIN_ABI_VERSION 2u
 
 extern "C" {
 
@@ -22,8 +24,8 @@ typedef struct fusednorm_plugin {
   uint32_t struct_size;        // sizeof(fusednorm_plugin)
   uint32_t cast_call_size;     // sizeof(fusednorm::CastCall)
   uint32_t rmsnorm_call_size;  // sizeof(fusednorm::RmsnormQuantCall)
-  const char* name;            // "cuda", "hip"
-  int32_t device_type;         // kDLCUDA, kDLROCM
+  const char* name;            // "cpu", "cuda", "hip"
+  int32_t device_type;         // kDLCPU, kDLCUDA, kDLROCM
   // Starts the vendor runtime. SUCCESS, or BACKEND_UNAVAILABLE with the vendor's text in msg
   // (no driver, no device). Called once.
   fusednorm_status (*init)(char* msg, size_t msg_size);
@@ -40,8 +42,14 @@ typedef struct fusednorm_plugin {
   // included) equal the shared math for all 2^32 f32 inputs, for every output format.
   // SUCCESS, or INTERNAL_ERROR naming the format, the mismatch count and the first input.
   fusednorm_status (*verify_encoders)(int32_t device_id, char* msg, size_t msg_size);
+  // The instruction-set target the backend runs now (CPU: Highway's pick, e.g. "AVX3"); NULL
+  // where the backend has no such choice.
+  const char* (*target)(void);
 } fusednorm_plugin;
 
 typedef const fusednorm_plugin* (*fusednorm_plugin_entry_fn)(void);
+
+// The CPU backend's table (backends/cpu/plugin_cpu.cc, linked into libfusednorm.so).
+const fusednorm_plugin* fusednorm_plugin_entry_cpu(void);
 
 }  // extern "C"

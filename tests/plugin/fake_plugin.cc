@@ -65,6 +65,8 @@ const fusednorm_plugin kPlugin = {
     fake_describe,
     nullptr,  // cast: not offered (the core answers UNSUPPORTED)
     fake_rmsnorm_quant,
+    nullptr,  // verify_encoders
+    nullptr,  // target
 };
 
 }  // namespace

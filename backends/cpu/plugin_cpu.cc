@@ -1,0 +1,47 @@
+// The CPU backend's function table (core/plugin_abi.h), linked into libfusednorm.so: src/api.cc
+// reaches the CPU exactly as it reaches the GPU plugins. Calls arrive validated.
+#include <stdio.h>
+
+#include <tbb/info.h>
+
+#include "backends/cpu/cpu_backend.h"
+#include "core/plugin_abi.h"
+
+namespace fusednorm {
+namespace {
+
+fusednorm_status cpu_init(char*, size_t) { return FUSEDNORM_SUCCESS; }
+int32_t cpu_device_count() { return 1; }
+void cpu_describe(int32_t, char* msg, size_t n) {
+  snprintf(msg, n, "Highway target %s; oneTBB, %d threads in the default arena", cpu_target_name(),
+           tbb::info::default_concurrency());
+}
+fusednorm_status cpu_cast_entry(const CastCall* call, int32_t, void*, char*, size_t) {
+  cpu_cast(*call);
+  return FUSEDNORM_SUCCESS;
+}
+fusednorm_status cpu_rmsnorm_quant_entry(const RmsnormQuantCall* call, int32_t, void*, char*, size_t) {
+  cpu_rmsnorm_quant(*call);
+  return FUSEDNORM_SUCCESS;
+}
+
+const fusednorm_plugin kCpuBackend = {
+    FUSEDNORM_PLUGIN_ABI_VERSION,
+    uint32_t(sizeof(fusednorm_plugin)),
+    uint32_t(sizeof(CastCall)),
+    uint32_t(sizeof(RmsnormQuantCall)),
+    "cpu",
+    kDLCPU,
+    cpu_init,
+    cpu_device_count,
+    cpu_describe,
+    cpu_cast_entry,
+    cpu_rmsnorm_quant_entry,
+    nullptr,  // verify_encoders: the CPU's encoders are proven by tests/cpu/encoders_exhaustive_test.cc
+    cpu_target_name,
+};
+
+}  // namespace
+}  // namespace fusednorm
+
+extern "C" const fusednorm_plugin* fusednorm_plugin_entry_cpu(void) { return &fusednorm::kCpuBackend; }

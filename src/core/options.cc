@@ -1,0 +1,32 @@
+// The options structs' defaults (fusednorm.h), in core: validation applies them to a NULL options
+// pointer, so the library and the scalar reference share them.
+#include <math.h>
+#include <string.h>
+
+#include "fusednorm/fusednorm.h"
+
+extern "C" {
+
+void fusednorm_cast_options_init(fusednorm_cast_options* options) {
+  if (options == nullptr) return;
+  memset(options, 0, sizeof *options);
+  options->struct_size = sizeof *options;
+  options->e8m0_rounding = FUSEDNORM_E8M0_NEAREST;
+}
+
+void fusednorm_rmsnorm_quant_options_init(fusednorm_rmsnorm_quant_options* options) {
+  if (options == nullptr) return;
+  memset(options, 0, sizeof *options);
+  options->struct_size = sizeof *options;
+  options->norm = FUSEDNORM_NORM_RMS;
+  options->scale_mode = FUSEDNORM_SCALE_DYNAMIC_ROW;
+  options->scale_placement = FUSEDNORM_SCALES_TENSOR;
+  options->group_size = 128;
+  options->eps = 1e-6f;
+  options->weight_offset = 0.0f;
+  options->scale_ub = INFINITY;
+  options->min_scale = 0.0f;
+  options->qmax = 0.0f;
+}
+
+}  // extern "C"
