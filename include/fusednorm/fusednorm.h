@@ -9,7 +9,23 @@
  * - the device of the tensors picks the backend (kDLCPU, kDLCUDA, kDLROCM); `stream` is the
  *   caller's cudaStream_t / hipStream_t (NULL = default stream) and is ignored on the CPU, where
  *   work runs on the caller's oneTBB arena;
- * - option structs begin with `struct_size` (set by the *_init function) so they can grow.
+ * - option structs begin with `struct_size` (set by the *_init function) so they can grow; an
+ *   options pointer may be NULL, which means the defaults that the *_init function sets (listed
+ *   with each struct below);
+ * - aliasing: no two tensors of a call may share a byte of memory. The only in-place form is the
+ *   residual of fusednorm_rmsnorm_quant, one tensor both read and written. A tensor's bytes are
+ *   [data + byte_offset, one past the last byte of its last element), from its shape, strides and
+ *   dtype (f4e2m1: two elements a byte); an empty tensor (a zero dimension) has none. The check is
+ *   by range intersection, so two interleaved views of one buffer (e.g. even and odd rows) are
+ *   rejected too when their ranges intersect. A tensor the call writes must not overlap itself
+ *   either (e.g. output [4, 128] with strides {64, 1}, or a stride of 0). Either is
+ *   INVALID_ARGUMENT, with a message naming the tensor(s) and their byte ranges;
+ * - statuses: SUCCESS; INVALID_ARGUMENT (a malformed call: NULL, shape, dtype mismatch, device
+ *   mismatch, range, overlapping memory, overflowing sizes); UNSUPPORTED (well-formed but not
+ *   implemented: dtype, negative or non-contiguous strides, rank above 9, option combination);
+ *   BACKEND_UNAVAILABLE (GPU tensors without a loadable plugin or device); DEVICE_ERROR (the
+ *   vendor runtime failed); INTERNAL_ERROR (a bug). The validation (everything but the last
+ *   three) comes first, and on any failure nothing has been written.
  *
  * The arithmetic of every operation is defined bit for bit in docs/numerics.md.
  */
@@ -98,14 +114,18 @@ typedef struct fusednorm_cast_options {
   int32_t e8m0_rounding; /* fusednorm_e8m0_rounding, used when dst is e8m0; default NEAREST */
 } fusednorm_cast_options;
 
+/* Sets the defaults (also what options = NULL means): struct_size, e8m0_rounding = NEAREST. */
 FUSEDNORM_API void fusednorm_cast_options_init(fusednorm_cast_options* options);
 
 /* dst = enc_dst(dec_src(src)) element-wise with the library's encoders (docs/numerics.md §1).
  * src, dst: same shape, on the same device; dtypes any of f32, f16, bf16, int8, the five FP8
  * formats, f4e2m1 (two per byte, low nibble first; last dimension even, compact rows) and e8m0.
  * NaN keeps its sign where the destination has a signed NaN. options may be NULL (defaults).
- * Returns INVALID_ARGUMENT (null, shape, device, overflowing sizes) or UNSUPPORTED (dtype,
- * negative or non-contiguous strides, rank above 9), and writes nothing. */
+ * src and dst must not overlap (there is no in-place cast), and dst's elements must not overlap
+ * each other. Empty tensors (any dimension 0, a 0-length last dimension included) are a valid
+ * call that writes nothing (data may then be NULL).
+ * Returns INVALID_ARGUMENT (null, shape, device, overlapping memory, overflowing sizes) or
+ * UNSUPPORTED (dtype, negative or non-contiguous strides, rank above 9), and writes nothing. */
 FUSEDNORM_API fusednorm_status fusednorm_cast(const DLTensor* src, DLTensor* dst,
                                               const fusednorm_cast_options* options,
                                               void* stream);
@@ -146,13 +166,21 @@ typedef struct fusednorm_rmsnorm_quant_options {
                               else 0 < qmax <= that */
 } fusednorm_rmsnorm_quant_options;
 
+/* Sets the defaults (also what options = NULL means): struct_size, norm = RMS, scale_mode =
+ * DYNAMIC_ROW, scale_placement = TENSOR, group_size = 128 (read only by DYNAMIC_GROUP), eps =
+ * 1e-6, weight_offset = 0, scale_ub = +inf, min_scale = 0, qmax = 0 (the format's largest). */
 FUSEDNORM_API void fusednorm_rmsnorm_quant_options_init(fusednorm_rmsnorm_quant_options* options);
 
 /* RMSNorm (or quant only) followed by FP8/INT8 quantization (docs/numerics.md §3.1).
  *   input    [..., H]  f32, f16 or bf16; in
  *   residual [..., H]  NULL, or same shape and dtype as input; in/out: x = input + residual is
  *                      rounded to the input dtype, written back here, and normalized
- *   weight   [H]       f32, f16 or bf16 (gamma); in; NULL only with norm = NONE
+ *   weight   [H]       f32, f16 or bf16 (gamma); in; NULL only with norm = NONE (with NONE it is
+ *                      not read, not validated and not checked for overlap). Its dtype need
+ *                      not match input's: each weight is converted exactly to f32 (every f16
+ *                      and bf16 value is an f32), then weight_offset is added in f32; the result
+ *                      depends only on the weight values (the same values as bf16 or as f32
+ *                      give identical bytes).
  *   output   [..., H]  (PACKED_ROW_END: [..., H + 4]) f8e4m3fn, f8e4m3fnuz, f8e4m3, f8e5m2,
  *                      f8e5m2fnuz or int8; out
  *   scales   STATIC: [1] f32 dequant scale; in.
@@ -160,6 +188,10 @@ FUSEDNORM_API void fusednorm_rmsnorm_quant_options_init(fusednorm_rmsnorm_quant_
  *            up, enc_e8m0_up); out; any strides, e.g. column-major [H/G, rows] with a leading
  *            stride is shape [rows, H/G] with strides {1, ld}. NULL with PACKED_ROW_END.
  * Every scale is a dequantization scale: y ~ dec(q) * s.
+ * H (the last dimension of input) must be >= 1; zero rows (a zero leading dimension) is a valid
+ * call that writes nothing. No two of input, residual, weight, output and scales (the static
+ * scale included) may overlap; residual is the one tensor read and written in place (see
+ * "aliasing" above; output, residual and dynamic scales must not overlap themselves).
  * Returns INVALID_ARGUMENT or UNSUPPORTED (with the argument named) and writes nothing. */
 FUSEDNORM_API fusednorm_status fusednorm_rmsnorm_quant(
     const DLTensor* input, DLTensor* residual, const DLTensor* weight, DLTensor* output,

@@ -104,8 +104,9 @@ std::string strides_string(const DLTensor* t) {
 }
 
 // Checks that every byte offset the tensor spans (byte_offset included) fits in 64 bits, that a
-// sub-byte (FP4) tensor's rows start on a byte, and that rows of a tensor written to do not
-// coincide (stride 0). Fills `view` with the row view of the leading dimensions.
+// sub-byte (FP4) tensor's rows start on a byte, and that rows of a non-empty tensor written to do
+// not coincide (stride 0; check_rows_disjoint catches every other self-overlap later). Fills
+// `view` with the row view of the leading dimensions.
 fusednorm_status make_row_view(const DLTensor* t, const char* name, int bits, RowView* view,
                                bool written = false) {
   if (t->byte_offset > uint64_t(INT64_MAX) / 8)
@@ -127,7 +128,7 @@ fusednorm_status make_row_view(const DLTensor* t, const char* name, int bits, Ro
   for (int i = 0; i + 1 < t->ndim; ++i) {
     int64_t s = 0;
     elem_stride(t, i, &s);  // fits: checked above (or the tensor is empty)
-    if (written && t->shape[i] > 1 && s == 0)
+    if (written && !empty && t->shape[i] > 1 && s == 0)
       return FN_FAIL_INVALID("%s.strides[%d] = 0 with shape %s: rows written by the call would overlap", name, i,
                              shape_string(t).c_str());
     if (bits < 8 && (s % 2) != 0)
@@ -187,6 +188,93 @@ fusednorm_status make_lead(const DLTensor* t, const char* name, LeadShape* lead)
   return FUSEDNORM_SUCCESS;
 }
 
+// ---------------------------------------------------------------- aliasing
+// These run after every per-tensor check of a call: make_row_view has proven that each tensor's
+// span fits in 64 bits, and every dimension of more than one element has a stride >= 0.
+
+bool is_empty(const DLTensor* t) {
+  for (int i = 0; i < t->ndim; ++i)
+    if (t->shape[i] == 0) return true;
+  return false;
+}
+
+// The bytes a tensor touches, [lo, hi) as addresses. An empty tensor (a zero dimension) touches
+// none and overlaps nothing.
+struct ByteRange {
+  const char* name = nullptr;
+  const DLTensor* t = nullptr;
+  bool empty = true;
+  uint64_t lo = 0, hi = 0;
+};
+
+fusednorm_status byte_range(const DLTensor* t, const char* name, int bits, ByteRange* r) {
+  r->name = name;
+  r->t = t;
+  r->empty = is_empty(t);
+  if (r->empty) return FUSEDNORM_SUCCESS;
+  // Bit offset of the last element from data + byte_offset (<= INT64_MAX: make_row_view).
+  uint64_t span_bits = 0;
+  for (int i = 0; i < t->ndim; ++i) {
+    int64_t stride = 0;
+    elem_stride(t, i, &stride);
+    if (t->shape[i] > 1) span_bits += uint64_t(t->shape[i] - 1) * uint64_t(stride) * uint64_t(bits);
+  }
+  const uint64_t bytes = (span_bits + uint64_t(bits) + 7) / 8;  // FP4: two elements a byte
+  const uint64_t base = uint64_t(reinterpret_cast<uintptr_t>(t->data));
+  if (__builtin_add_overflow(base, uint64_t(t->byte_offset), &r->lo) || __builtin_add_overflow(r->lo, bytes, &r->hi))
+    return FN_FAIL_INVALID("%s: data %p + byte_offset %" PRIu64 " + %" PRIu64
+                           " bytes runs past the end of the 64-bit address space",
+                           name, t->data, uint64_t(t->byte_offset), bytes);
+  return FUSEDNORM_SUCCESS;
+}
+
+// No two non-empty ranges intersect (conservative: interleaved views of one buffer whose ranges
+// intersect are rejected too). The first pair in argument order is reported.
+fusednorm_status check_no_overlap(const ByteRange* r, int n) {
+  for (int i = 0; i < n; ++i)
+    for (int j = i + 1; j < n; ++j) {
+      const ByteRange& a = r[i];
+      const ByteRange& b = r[j];
+      if (a.empty || b.empty || !(a.lo < b.hi && b.lo < a.hi)) continue;
+      return FN_FAIL_INVALID(
+          "%s and %s overlap: %s spans bytes [0x%" PRIx64 ", 0x%" PRIx64 ") (%" PRIu64 " bytes, %s %s, strides %s) and "
+          "%s spans bytes [0x%" PRIx64 ", 0x%" PRIx64 ") (%" PRIu64 " bytes, %s %s, strides %s); no two tensors of a "
+          "call may share memory (the residual alone is read and written in place)",
+          a.name, b.name, a.name, a.lo, a.hi, a.hi - a.lo, dtype_name(dtype_from_dl(a.t->dtype)),
+          shape_string(a.t).c_str(), strides_string(a.t).c_str(), b.name, b.lo, b.hi, b.hi - b.lo,
+          dtype_name(dtype_from_dl(b.t->dtype)), shape_string(b.t).c_str(), strides_string(b.t).c_str());
+    }
+  return FUSEDNORM_SUCCESS;
+}
+
+// A tensor written by the call: no two of its elements share memory. Sufficient check: with the
+// dimensions of more than one element sorted by stride, each stride is at least the extent (in
+// elements) spanned by the dimensions of smaller stride. Stride 0 fails it too.
+fusednorm_status check_rows_disjoint(const DLTensor* t, const char* name) {
+  if (is_empty(t)) return FUSEDNORM_SUCCESS;
+  int dims[1 + kMaxLeadDims];
+  int64_t strides[1 + kMaxLeadDims];
+  int n = 0;
+  for (int i = 0; i < t->ndim; ++i) {
+    if (t->shape[i] <= 1) continue;
+    elem_stride(t, i, &strides[i]);
+    int k = n++;
+    for (; k > 0 && strides[dims[k - 1]] > strides[i]; --k) dims[k] = dims[k - 1];
+    dims[k] = i;
+  }
+  int64_t extent = 1;  // elements from the first to the last of the dimensions placed so far, + 1
+  for (int k = 0; k < n; ++k) {
+    const int d = dims[k];
+    if (strides[d] < extent)
+      return FN_FAIL_INVALID("%s: shape %s with strides %s: elements written by the call would overlap "
+                             "(strides[%d] = %" PRId64 " is smaller than %" PRId64
+                             ", the elements spanned by the dimensions of smaller stride)",
+                             name, shape_string(t).c_str(), strides_string(t).c_str(), d, strides[d], extent);
+    extent += (t->shape[d] - 1) * strides[d];  // fits: at most the tensor's span
+  }
+  return FUSEDNORM_SUCCESS;
+}
+
 #define FN_TRY(expr)                              \
   do {                                            \
     const fusednorm_status fn_st_ = (expr);       \
@@ -231,14 +319,21 @@ fusednorm_status validate_cast(const DLTensor* src, const DLTensor* dst,
   FN_TRY(make_row_view(src, "src", dtype_bits(call->src_type), &call->src));
   FN_TRY(make_row_view(dst, "dst", dtype_bits(call->dst_type), &call->dst, /*written=*/true));
   call->e8m0_up = opts.e8m0_rounding == FUSEDNORM_E8M0_UP;
-  return FUSEDNORM_SUCCESS;
+  // Aliasing, after every per-tensor check: no in-place cast.
+  FN_TRY(check_rows_disjoint(dst, "dst"));
+  ByteRange r[2];
+  FN_TRY(byte_range(src, "src", dtype_bits(call->src_type), &r[0]));
+  FN_TRY(byte_range(dst, "dst", dtype_bits(call->dst_type), &r[1]));
+  return check_no_overlap(r, 2);
 }
 
-fusednorm_status validate_rmsnorm_quant(const DLTensor* input, const DLTensor* residual,
-                                        const DLTensor* weight, const DLTensor* output,
-                                        const DLTensor* scales,
-                                        const fusednorm_rmsnorm_quant_options* options,
-                                        RmsnormQuantCall* call, CallDevice* device) {
+namespace {
+
+// Options and every tensor on its own (shape, dtype, device, strides, 64-bit spans).
+fusednorm_status rmsnorm_quant_args(const DLTensor* input, const DLTensor* residual, const DLTensor* weight,
+                                    const DLTensor* output, const DLTensor* scales,
+                                    const fusednorm_rmsnorm_quant_options* options, RmsnormQuantCall* call,
+                                    CallDevice* device) {
   fusednorm_rmsnorm_quant_options o;
   fusednorm_rmsnorm_quant_options_init(&o);
   if (options != nullptr) {
@@ -279,6 +374,9 @@ fusednorm_status validate_rmsnorm_quant(const DLTensor* input, const DLTensor* r
   if (!is_input_dtype(call->in_type))
     return fail(FUSEDNORM_UNSUPPORTED, "input.dtype = %s: must be f32, f16 or bf16", dtype_name(call->in_type));
   call->h = input->shape[input->ndim - 1];
+  if (call->h == 0)
+    return FN_FAIL_INVALID("input.shape[%d] = 0 (input shape %s): the hidden size H (the last dimension) must be >= 1",
+                           input->ndim - 1, shape_string(input).c_str());
   FN_TRY(make_lead(input, "input", &call->lead));
   FN_TRY(check_data(input, "input"));
   FN_TRY(make_row_view(input, "input", dtype_bits(call->in_type), &call->in));
@@ -396,6 +494,32 @@ fusednorm_status validate_rmsnorm_quant(const DLTensor* input, const DLTensor* r
     return FN_FAIL_INVALID("scales.strides[%d] = 0: the %" PRId64 " scales of a row would overlap", s.ndim - 1, groups);
   call->scale_col_stride = strides[s.ndim - 1] * (dtype_bits(st) / 8);
   return FUSEDNORM_SUCCESS;
+}
+
+}  // namespace
+
+fusednorm_status validate_rmsnorm_quant(const DLTensor* input, const DLTensor* residual,
+                                        const DLTensor* weight, const DLTensor* output,
+                                        const DLTensor* scales,
+                                        const fusednorm_rmsnorm_quant_options* options,
+                                        RmsnormQuantCall* call, CallDevice* device) {
+  FN_TRY(rmsnorm_quant_args(input, residual, weight, output, scales, options, call, device));
+  // Aliasing, after every per-tensor check and before anything is written. Written tensors: no
+  // element twice. Every tensor the call touches (weight: norm RMS only; scales: TENSOR placement,
+  // the static scale included): no two share a byte. The residual is one tensor, read and written
+  // in place.
+  const bool has_scales = !call->packed;
+  if (residual != nullptr) FN_TRY(check_rows_disjoint(residual, "residual"));
+  FN_TRY(check_rows_disjoint(output, "output"));
+  if (has_scales && call->mode != FUSEDNORM_SCALE_STATIC) FN_TRY(check_rows_disjoint(scales, "scales"));
+  ByteRange r[5];
+  int n = 0;
+  FN_TRY(byte_range(input, "input", dtype_bits(call->in_type), &r[n++]));
+  if (residual != nullptr) FN_TRY(byte_range(residual, "residual", dtype_bits(call->in_type), &r[n++]));
+  if (call->norm == FUSEDNORM_NORM_RMS) FN_TRY(byte_range(weight, "weight", dtype_bits(call->w_type), &r[n++]));
+  FN_TRY(byte_range(output, "output", dtype_bits(call->out_type), &r[n++]));
+  if (has_scales) FN_TRY(byte_range(scales, "scales", dtype_bits(dtype_from_dl(scales->dtype)), &r[n++]));
+  return check_no_overlap(r, n);
 }
 
 }  // namespace fusednorm
