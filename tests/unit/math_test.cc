@@ -1,6 +1,10 @@
 // The shared math on known values (from the format definitions in numerics.md §1), and every
-// decoder over all its codes through the public API (fusednorm_cast T -> f32) on every target.
+// decoder over all its codes, the shared one and through the public API (fusednorm_cast T -> f32)
+// on every target, against values computed independently from the format table.
 #include <math.h>
+#include <string.h>
+
+#include <cmath>
 
 #include <catch2/catch.hpp>
 
@@ -107,19 +111,104 @@ TEST_CASE("math: canonical reduction partial counts", "[math]") {
   CHECK(math::reduction_partials(1 << 20) == 4096);
 }
 
-TEST_CASE("decoders: every code, through fusednorm_cast, on every target", "[math][cpu]") {
+// The value of every code, written from the format table of docs/numerics.md §1 in double
+// arithmetic, independently of the library's decoders (which the CPU backend's cast and the
+// kernels use): sign, exponent and mantissa fields, subnormals, and each format's NaN/Inf codes.
+struct FormatSpec {
+  DType type;
+  int exp_bits, man_bits, bias;
+  bool ieee_top;     // the top exponent holds Inf (mantissa 0) and NaN (mantissa != 0)
+  bool nan_all_ones; // S.1111.111 is NaN and the rest of the top exponent is finite (e4m3fn)
+  bool fnuz;         // 0x80 is the only NaN; no -0, no Inf
+  bool no_nan;       // f4e2m1
+};
+const FormatSpec kSpecs[] = {
+    {DType::k_f8e4m3fn, 4, 3, 7, false, true, false, false},
+    {DType::k_f8e4m3fnuz, 4, 3, 8, false, false, true, false},
+    {DType::k_f8e4m3, 4, 3, 7, true, false, false, false},
+    {DType::k_f8e5m2, 5, 2, 15, true, false, false, false},
+    {DType::k_f8e5m2fnuz, 5, 2, 16, false, false, true, false},
+    {DType::k_f4e2m1, 2, 1, 1, false, false, false, true},
+    {DType::kF16, 5, 10, 15, true, false, false, false},
+};
+
+// NaN (as a quiet NaN with the code's sign) or the exact value of `code`.
+double spec_value(const FormatSpec& f, uint32_t code) {
+  const int bits = 1 + f.exp_bits + f.man_bits;
+  const uint32_t sign = code >> (bits - 1), e = (code >> f.man_bits) & ((1u << f.exp_bits) - 1),
+                 m = code & ((1u << f.man_bits) - 1);
+  const uint32_t e_max = (1u << f.exp_bits) - 1, m_max = (1u << f.man_bits) - 1;
+  const double s = sign ? -1.0 : 1.0;
+  if (f.fnuz && code == (1u << (bits - 1))) return std::nan("");
+  if (f.ieee_top && e == e_max) return m == 0 ? s * HUGE_VAL : std::copysign(std::nan(""), s);
+  if (f.nan_all_ones && e == e_max && m == m_max) return std::copysign(std::nan(""), s);
+  if (e == 0) return s * std::ldexp(double(m), 1 - f.bias - f.man_bits);
+  return s * std::ldexp(double((1u << f.man_bits) + m), int(e) - f.bias - f.man_bits);
+}
+
+// Decoded f32 bits equal the spec's value (NaN: any NaN with the spec's sign where it has one).
+bool same_value(float got, double want, bool signed_nan) {
+  if (std::isnan(want)) return std::isnan(got) && (!signed_nan || std::signbit(got) == std::signbit(want));
+  return double(got) == want && std::signbit(got) == std::signbit(want);
+}
+
+double spec_value_of(DType t, uint32_t code) {
+  for (const FormatSpec& f : kSpecs)
+    if (f.type == t) return spec_value(f, code);
+  switch (t) {
+    case DType::kI8: return double(int8_t(uint8_t(code)));
+    case DType::kE8M0: return code == 0xFF ? std::nan("") : std::ldexp(1.0, int(code) - 127);
+    case DType::kBF16: {  // the top half of an f32
+      const uint32_t u = code << 16;
+      float f;
+      memcpy(&f, &u, 4);
+      return double(f);
+    }
+    default: return std::nan("");
+  }
+}
+bool spec_signed_nan(DType t) {
+  for (const FormatSpec& f : kSpecs)
+    if (f.type == t) return !f.fnuz;
+  return t == DType::kBF16;
+}
+
+TEST_CASE("math: the spec's values of known codes", "[math]") {
+  CHECK(spec_value_of(DType::k_f8e4m3fn, 0x7E) == 448.0);
+  CHECK(spec_value_of(DType::k_f8e4m3fn, 0x01) == std::ldexp(1.0, -9));
+  CHECK(std::isnan(spec_value_of(DType::k_f8e4m3fn, 0x7F)));
+  CHECK(spec_value_of(DType::k_f8e4m3fnuz, 0x7F) == 240.0);
+  CHECK(std::isnan(spec_value_of(DType::k_f8e4m3fnuz, 0x80)));
+  CHECK(spec_value_of(DType::k_f8e4m3, 0x77) == 240.0);
+  CHECK(std::isinf(spec_value_of(DType::k_f8e4m3, 0x78)));
+  CHECK(spec_value_of(DType::k_f8e5m2, 0x7B) == 57344.0);
+  CHECK(spec_value_of(DType::k_f8e5m2fnuz, 0x7F) == 57344.0);
+  CHECK(spec_value_of(DType::k_f4e2m1, 0x7) == 6.0);
+  CHECK(spec_value_of(DType::k_f4e2m1, 0x9) == -0.5);
+  CHECK(spec_value_of(DType::kF16, 0x7BFF) == 65504.0);
+  CHECK(spec_value_of(DType::kE8M0, 0) == std::ldexp(1.0, -127));
+  CHECK(spec_value_of(DType::kI8, 0x80) == -128.0);
+}
+
+TEST_CASE("decoders: every code, the shared math and fusednorm_cast on every target, equal the spec",
+          "[math][cpu]") {
   for (const auto& d : kDTypes) {
     if (d.type == DType::kF32) continue;
     const int64_t n = d.bits == 16 ? 65536 : d.bits == 8 ? 256 : 16;
+    const bool signed_nan = spec_signed_nan(d.type);
+    for (int64_t c = 0; c < n; ++c)
+      if (!same_value(decode(d.type, uint32_t(c)), spec_value_of(d.type, uint32_t(c)), signed_nan))
+        FAIL_CHECK(d.name << " code " << c << ": the shared decoder gives " << decode(d.type, uint32_t(c))
+                          << ", the spec " << spec_value_of(d.type, uint32_t(c)));
     HostTensor src(d.type, {n});
     for (int64_t c = 0; c < n; ++c) src.set_code(0, c, uint32_t(c));
     for_each_target([&](int64_t) {
       HostTensor dst(DType::kF32, {n});
       REQUIRE(fusednorm_cast(src.dl(), dst.dl(), nullptr, nullptr) == FUSEDNORM_SUCCESS);
-      for (int64_t c = 0; c < n; ++c) {
-        const uint32_t want = bits_of(decode(d.type, uint32_t(c)));
-        if (dst.code(0, c) != want) FAIL_CHECK(d.name << " code " << c << ": 0x" << std::hex << dst.code(0, c) << " != 0x" << want);
-      }
+      for (int64_t c = 0; c < n; ++c)
+        if (!same_value(dst.get(0, c), spec_value_of(d.type, uint32_t(c)), signed_nan))
+          FAIL_CHECK(d.name << " code " << c << ": cast gives 0x" << std::hex << dst.code(0, c) << ", the spec "
+                            << spec_value_of(d.type, uint32_t(c)));
     });
   }
 }
