@@ -26,6 +26,7 @@ Usage (on the device): bash tests/scripts/gpu.sh build compare, or after buildin
 import argparse
 import ctypes
 import math
+import pathlib
 import statistics
 import sys
 import time
@@ -38,26 +39,9 @@ EPS = 1e-6
 
 
 # ---------------------------------------------------------------- the C API through ctypes
-class DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32),
-                ("dtype", DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
-                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
-
-
-class Options(ctypes.Structure):  # fusednorm_rmsnorm_quant_options
-    _fields_ = [("struct_size", ctypes.c_size_t), ("norm", ctypes.c_int32), ("scale_mode", ctypes.c_int32),
-                ("scale_placement", ctypes.c_int32), ("reserved0", ctypes.c_int32), ("group_size", ctypes.c_int64),
-                ("eps", ctypes.c_float), ("weight_offset", ctypes.c_float), ("scale_ub", ctypes.c_float),
-                ("min_scale", ctypes.c_float), ("qmax", ctypes.c_float)]
-
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "python"))
+from fusednorm_ctypes import DLDataType, DLDevice, DLTensor, RmsnormQuantOptions as Options  # noqa: E402
+import fusednorm_ctypes  # noqa: E402
 
 KDL_CUDA = 2
 DL_TYPES = {  # DLPack (1.1) type codes, as include/fusednorm/fusednorm.h
@@ -69,13 +53,7 @@ SCALE_STATIC, SCALE_ROW, SCALE_GROUP = 0, 1, 2
 
 class Lib:
     def __init__(self, path):
-        self.so = ctypes.CDLL(path)
-        self.so.fusednorm_rmsnorm_quant.restype = ctypes.c_int
-        self.so.fusednorm_rmsnorm_quant.argtypes = [ctypes.c_void_p] * 7
-        self.so.fusednorm_last_error.restype = ctypes.c_char_p
-        self.so.fusednorm_rmsnorm_quant_options_init.argtypes = [ctypes.c_void_p]
-        self.so.fusednorm_version.restype = ctypes.c_char_p
-        self.so.fusednorm_version.argtypes = [ctypes.c_void_p] * 3
+        self.so = fusednorm_ctypes.load(path)
 
     def version(self):
         return self.so.fusednorm_version(None, None, None).decode()
@@ -109,7 +87,7 @@ class Lib:
     def bind(self, x, res, w, out, scales, opts):
         """A call of rmsnorm_quant on these tensors, on the current stream when called."""
         args = [self.tensor(t) for t in (x, res, w, out, scales)]
-        ptrs = [ctypes.byref(a) if a is not None else None for a in args]
+        ptrs = [ctypes.pointer(a) if a is not None else None for a in args]
         so = self.so
 
         def call():

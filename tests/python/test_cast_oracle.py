@@ -50,37 +50,11 @@ if _SKIP_REASON is None and not os.environ.get("FUSEDNORM_LIBRARY"):
 # Signalling NaN inputs make numpy warn when it widens them; they are intended.
 pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
 
-# ------------------------------------------------------------------------------ DLPack (0.6)
+# ------------------------------------------------------------------------------ the C ABI
 
-kDLCPU = 1
-kDLInt, kDLUInt, kDLFloat, kDLBfloat = 0, 1, 2, 4
-
-
-class DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class DLTensor(ctypes.Structure):
-    _fields_ = [
-        ("data", ctypes.c_void_p),
-        ("device", DLDevice),
-        ("ndim", ctypes.c_int32),
-        ("dtype", DLDataType),
-        ("shape", ctypes.POINTER(ctypes.c_int64)),
-        ("strides", ctypes.POINTER(ctypes.c_int64)),
-        ("byte_offset", ctypes.c_uint64),
-    ]
-
-
-class CastOptions(ctypes.Structure):
-    _fields_ = [("struct_size", ctypes.c_size_t), ("e8m0_rounding", ctypes.c_int32)]
-
-
-E8M0_NEAREST, E8M0_UP = 0, 1
+from fusednorm_ctypes import (CastOptions, DLDataType, DLDevice, DLTensor, E8M0_NEAREST,  # noqa: E402
+                              E8M0_UP, kDLBfloat, kDLCPU, kDLFloat, kDLInt)
+import fusednorm_ctypes  # noqa: E402
 
 # ------------------------------------------------------------------------------ formats
 
@@ -157,18 +131,11 @@ def _load():
         return
     path = os.environ["FUSEDNORM_LIBRARY"]
     try:
-        lib = ctypes.CDLL(path)
+        lib = fusednorm_ctypes.load(path)
     except OSError as e:
         # The variable is set: a library that does not load is a failure, not a skip.
         _LIB_ERROR = "cannot load FUSEDNORM_LIBRARY=%s: %s" % (path, e)
         return
-    lib.fusednorm_cast.argtypes = [ctypes.POINTER(DLTensor), ctypes.POINTER(DLTensor),
-                                   ctypes.POINTER(CastOptions), ctypes.c_void_p]
-    lib.fusednorm_cast.restype = ctypes.c_int
-    lib.fusednorm_cast_options_init.argtypes = [ctypes.POINTER(CastOptions)]
-    lib.fusednorm_cast_options_init.restype = None
-    lib.fusednorm_last_error.argtypes = []
-    lib.fusednorm_last_error.restype = ctypes.c_char_p
     _LIB = lib
 
 
