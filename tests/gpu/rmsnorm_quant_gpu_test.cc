@@ -9,6 +9,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "common/device_mirror.h"
 #include "common/rmsnorm_case.h"
 #include "core/plugin_abi.h"
 #include "core/validate.h"
@@ -32,56 +33,7 @@ bool gpu_available() {
   return true;
 }
 
-// A device copy of a HostTensor: the whole allocation (guards and poison included) so that
-// writes outside the tensor are caught after download.
-class DeviceMirror {
- public:
-  explicit DeviceMirror(HostTensor& h) : host_(&h) {
-    const auto& st = h.storage();
-    CUDA_OK(cudaMalloc(&base_, st.size()));
-    upload();
-    dl_ = *h.dl();
-    dl_.data = static_cast<char*>(base_) + (h.data_begin() - st.data());
-    dl_.device = DLDevice{kDLCUDA, 0};
-  }
-  ~DeviceMirror() { cudaFree(base_); }
-  DeviceMirror(const DeviceMirror&) = delete;
-  DeviceMirror& operator=(const DeviceMirror&) = delete;
-  void upload() { CUDA_OK(cudaMemcpy(base_, host_->storage().data(), host_->storage().size(), cudaMemcpyHostToDevice)); }
-  void download() {
-    CUDA_OK(cudaMemcpy(host_->storage().data(), base_, host_->storage().size(), cudaMemcpyDeviceToHost));
-  }
-  DLTensor* dl() { return &dl_; }
-
- private:
-  HostTensor* host_;
-  void* base_ = nullptr;
-  DLTensor dl_{};
-};
-
-// The case's tensors mirrored on the GPU.
-struct GpuCase {
-  CaseTensors& host;
-  std::unique_ptr<DeviceMirror> input, residual, weight, output, scales;
-  explicit GpuCase(CaseTensors& h) : host(h) {
-    input = std::make_unique<DeviceMirror>(*h.input);
-    if (h.residual) residual = std::make_unique<DeviceMirror>(*h.residual);
-    weight = std::make_unique<DeviceMirror>(*h.weight);
-    output = std::make_unique<DeviceMirror>(*h.output);
-    if (h.scales) scales = std::make_unique<DeviceMirror>(*h.scales);
-  }
-  fusednorm_status enqueue(cudaStream_t stream = nullptr) {
-    const auto o = host.spec.options();
-    return fusednorm_rmsnorm_quant(input->dl(), residual ? residual->dl() : nullptr,
-                                   host.spec.norm ? weight->dl() : nullptr, output->dl(),
-                                   scales ? scales->dl() : nullptr, &o, stream);
-  }
-  void download() {
-    output->download();
-    if (residual) residual->download();
-    if (scales) scales->download();
-  }
-};
+using GpuCase = DeviceCase;
 
 // Runs the case on the CPU backend and on the GPU; compares every output byte.
 void check_gpu_case(CaseTensors& base, const std::string& seed_note) {
@@ -89,12 +41,13 @@ void check_gpu_case(CaseTensors& base, const std::string& seed_note) {
   REQUIRE(cpu->run_library() == FUSEDNORM_SUCCESS);
   auto gpu_host = base.clone_inputs();
   GpuCase gpu(*gpu_host);
+  CUDA_OK(gpu.error());
   INFO(base.spec.describe() << " " << seed_note);
   const fusednorm_status st = gpu.enqueue();
   INFO(fusednorm_last_error());
   REQUIRE(st == FUSEDNORM_SUCCESS);
   CUDA_OK(cudaDeviceSynchronize());
-  gpu.download();
+  CUDA_OK(gpu.download());
   REQUIRE(compare_outputs(*gpu_host, *cpu) == "");
 }
 
@@ -187,9 +140,10 @@ TEST_CASE("gpu rmsnorm_quant: the same rows give the same bytes at batch 1, 7, 1
     all.fill_random(rng);
     auto gpu_host = all.clone_inputs();
     GpuCase gpu(*gpu_host);
+    CUDA_OK(gpu.error());
     REQUIRE(gpu.enqueue() == FUSEDNORM_SUCCESS);
     CUDA_OK(cudaDeviceSynchronize());
-    gpu.download();
+    CUDA_OK(gpu.download());
     for (int64_t batch : {1, 7, 128, 4096}) {
       CaseSpec s = big;
       s.lead = {batch};
@@ -199,9 +153,10 @@ TEST_CASE("gpu rmsnorm_quant: the same rows give the same bytes at batch 1, 7, 1
       part.weight->copy_from(*all.weight);
       auto ph = part.clone_inputs();
       GpuCase pg(*ph);
+      CUDA_OK(pg.error());
       REQUIRE(pg.enqueue() == FUSEDNORM_SUCCESS);
       CUDA_OK(cudaDeviceSynchronize());
-      pg.download();
+      CUDA_OK(pg.download());
       INFO("h=" << h << " batch=" << batch);
       for (int64_t r = 0; r < batch; ++r) {
         REQUIRE(memcmp(ph->output->row(r), gpu_host->output->row(r), size_t(h)) == 0);
@@ -245,6 +200,7 @@ TEST_CASE("gpu rmsnorm_quant: CUDA graph capture and replay with new inputs", "[
     t.fill_random(rng);
     auto gpu_host = t.clone_inputs();
     GpuCase gpu(*gpu_host);
+    CUDA_OK(gpu.error());
     cudaStream_t stream;
     CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     cudaGraph_t graph;
@@ -260,19 +216,19 @@ TEST_CASE("gpu rmsnorm_quant: CUDA graph capture and replay with new inputs", "[
       fresh.fill_random(rng);
       fresh.weight->copy_from(*t.weight);
       gpu_host->input->copy_from(*fresh.input);
-      gpu.input->upload();
+      CUDA_OK(gpu.input->upload());
       if (fresh.residual) {
         gpu_host->residual->copy_from(*fresh.residual);
-        gpu.residual->upload();
+        CUDA_OK(gpu.residual->upload());
       }
       if (mode == FUSEDNORM_SCALE_STATIC) {
         gpu_host->scales->set(0, 0, 0.01f * float(round + 1));  // a new static scale, same pointer
         fresh.scales->set(0, 0, 0.01f * float(round + 1));
-        gpu.scales->upload();
+        CUDA_OK(gpu.scales->upload());
       }
       CUDA_OK(cudaGraphLaunch(exec, stream));
       CUDA_OK(cudaStreamSynchronize(stream));
-      gpu.download();
+      CUDA_OK(gpu.download());
       REQUIRE(fresh.run_library() == FUSEDNORM_SUCCESS);
       INFO("mode " << mode << " round " << round);
       REQUIRE(compare_outputs(*gpu_host, fresh) == "");

@@ -33,8 +33,8 @@ if want build || want test || want sanitize || want bench || want compare || wan
   t0=$(date +%s)
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DFUSEDNORM_CUDA=ON \
     -DFUSEDNORM_CUDA_ARCHITECTURES="${FUSEDNORM_CUDA_ARCHITECTURES:-90a-real}" >"$out/configure.log" 2>&1 &&
-    ninja -C build-gpu fusednorm fusednorm_cuda fusednorm-bench test_gpu_rmsnorm_quant test_rmsnorm_quant_cpu \
-      >"$out/build.log" 2>&1
+    ninja -C build-gpu fusednorm fusednorm_cuda fusednorm-bench test_gpu_rmsnorm_quant test_gpu_concurrency \
+      test_rmsnorm_quant_cpu >"$out/build.log" 2>&1
   rc=$?
   note "build: rc=$rc in $(( $(date +%s) - t0 )) s"
   [ $rc -eq 0 ] || { tail -30 "$out/build.log"; exit 1; }
@@ -47,16 +47,27 @@ if want test; then
   ./build-gpu/tests/test_gpu_rmsnorm_quant >"$out/gpu_tests.log" 2>&1
   rc=$?; [ $rc -eq 0 ] || status=1
   note "gpu tests: rc=$rc in $(( $(date +%s) - t0 )) s: $(tail -2 "$out/gpu_tests.log" | tr '\n' ' ')"
+  # Many host threads x many streams at once (tests/gpu/concurrency_gpu_test.cc).
+  t0=$(date +%s)
+  ./build-gpu/tests/test_gpu_concurrency >"$out/gpu_concurrency.log" 2>&1
+  rc=$?; [ $rc -eq 0 ] || status=1
+  note "gpu concurrency: rc=$rc in $(( $(date +%s) - t0 )) s: $(tail -2 "$out/gpu_concurrency.log" | tr '\n' ' ')"
 fi
 
 if want sanitize; then
-  for tool in memcheck racecheck; do
+  for tool in memcheck racecheck initcheck synccheck; do
     t0=$(date +%s)
     compute-sanitizer --tool $tool --error-exitcode 3 \
       ./build-gpu/tests/test_gpu_rmsnorm_quant "~[large]" "~[graph]" >"$out/sanitizer_$tool.log" 2>&1
     rc=$?; [ $rc -eq 0 ] || status=1
     note "compute-sanitizer $tool: rc=$rc in $(( $(date +%s) - t0 )) s: $(grep -E 'ERROR SUMMARY|All tests passed|test cases' "$out/sanitizer_$tool.log" | tr '\n' ' ')"
   done
+  # The many-threads x many-streams test under memcheck.
+  t0=$(date +%s)
+  compute-sanitizer --tool memcheck --error-exitcode 3 \
+    ./build-gpu/tests/test_gpu_concurrency >"$out/sanitizer_memcheck_concurrency.log" 2>&1
+  rc=$?; [ $rc -eq 0 ] || status=1
+  note "compute-sanitizer memcheck (concurrency): rc=$rc in $(( $(date +%s) - t0 )) s: $(grep -E 'ERROR SUMMARY|All tests passed|test cases' "$out/sanitizer_memcheck_concurrency.log" | tr '\n' ' ')"
 fi
 
 if want bench; then

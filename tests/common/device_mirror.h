@@ -1,0 +1,79 @@
+// A CUDA device copy of a HostTensor's whole allocation (guard bytes and poison included), so that
+// writes outside the tensor are caught after the download. Errors are returned, never asserted
+// (Catch2's assertions are not thread-safe): check error() after construction.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <memory>
+
+#include "common/rmsnorm_case.h"
+#include "common/test_tensor.h"
+
+namespace fusednorm {
+namespace test {
+
+class DeviceMirror {
+ public:
+  explicit DeviceMirror(HostTensor& h) : host_(&h) {
+    const auto& st = h.storage();
+    error_ = cudaMalloc(&base_, st.size());
+    if (error_ == cudaSuccess) error_ = upload();
+    dl_ = *h.dl();
+    dl_.data = static_cast<char*>(base_) + (h.data_begin() - st.data());
+    dl_.device = DLDevice{kDLCUDA, 0};
+  }
+  ~DeviceMirror() { cudaFree(base_); }
+  DeviceMirror(const DeviceMirror&) = delete;
+  DeviceMirror& operator=(const DeviceMirror&) = delete;
+  cudaError_t error() const { return error_; }
+  cudaError_t upload() {
+    return cudaMemcpy(base_, host_->storage().data(), host_->storage().size(), cudaMemcpyHostToDevice);
+  }
+  cudaError_t download() {
+    if (error_ != cudaSuccess) return error_;
+    return cudaMemcpy(host_->storage().data(), base_, host_->storage().size(), cudaMemcpyDeviceToHost);
+  }
+  DLTensor* dl() { return &dl_; }
+
+ private:
+  HostTensor* host_;
+  void* base_ = nullptr;
+  cudaError_t error_ = cudaSuccess;
+  DLTensor dl_{};
+};
+
+// An rmsnorm_quant case's tensors mirrored on the GPU (errors returned, as above).
+struct DeviceCase {
+  CaseTensors& host;
+  std::unique_ptr<DeviceMirror> input, residual, weight, output, scales;
+  explicit DeviceCase(CaseTensors& h) : host(h) {
+    input = std::make_unique<DeviceMirror>(*h.input);
+    if (h.residual) residual = std::make_unique<DeviceMirror>(*h.residual);
+    weight = std::make_unique<DeviceMirror>(*h.weight);
+    output = std::make_unique<DeviceMirror>(*h.output);
+    if (h.scales) scales = std::make_unique<DeviceMirror>(*h.scales);
+  }
+  // The first allocation or upload error of the mirrors.
+  cudaError_t error() const {
+    for (const auto* m : {&input, &residual, &weight, &output, &scales})
+      if (*m && (*m)->error() != cudaSuccess) return (*m)->error();
+    return cudaSuccess;
+  }
+  fusednorm_status enqueue(cudaStream_t stream, const fusednorm_rmsnorm_quant_options& o) {
+    return fusednorm_rmsnorm_quant(input->dl(), residual ? residual->dl() : nullptr,
+                                   host.spec.norm ? weight->dl() : nullptr, output->dl(),
+                                   scales ? scales->dl() : nullptr, &o, stream);
+  }
+  fusednorm_status enqueue(cudaStream_t stream = nullptr) { return enqueue(stream, host.spec.options()); }
+  // Copies the written tensors back into the host case.
+  cudaError_t download() {
+    cudaError_t e = output->download();
+    if (e == cudaSuccess && residual) e = residual->download();
+    if (e == cudaSuccess && scales) e = scales->download();
+    return e;
+  }
+};
+
+}  // namespace test
+}  // namespace fusednorm
