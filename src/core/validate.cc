@@ -124,7 +124,8 @@ fusednorm_status make_row_view(const DLTensor* t, const char* name, int bits, Ro
                              " spans more bytes than 64 bits can address",
                              name, shape_string(t).c_str(), strides_string(t).c_str(), uint64_t(t->byte_offset));
   }
-  view->data = static_cast<char*>(t->data) + t->byte_offset;
+  // Address arithmetic in integers: data may be NULL (an empty tensor) with a byte_offset.
+  view->data = reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(t->data) + uintptr_t(t->byte_offset));
   for (int i = 0; i + 1 < t->ndim; ++i) {
     int64_t s = 0;
     elem_stride(t, i, &s);  // fits: checked above (or the tensor is empty)
@@ -134,7 +135,9 @@ fusednorm_status make_row_view(const DLTensor* t, const char* name, int bits, Ro
     if (bits < 8 && (s % 2) != 0)
       return fail(FUSEDNORM_UNSUPPORTED, "%s.strides[%d] = %" PRId64 ": rows of a %d-bit type must start on a byte",
                   name, i, s, bits);
-    view->strides[i] = bits < 8 ? s / 2 : s * (bits / 8);
+    // The span check above bounds the strides of dimensions that move an address (size > 1 of a
+    // non-empty tensor); any other stride is never used, and is stored as 0 (it may not fit in bytes).
+    view->strides[i] = empty || t->shape[i] <= 1 ? 0 : bits < 8 ? s / 2 : s * (bits / 8);
   }
   return FUSEDNORM_SUCCESS;
 }
@@ -144,17 +147,26 @@ fusednorm_status check_data(const DLTensor* t, const char* name) {
   return FUSEDNORM_SUCCESS;
 }
 
+// The device type as the integer the caller stored: DLPack 0.6 declares the field as the enum
+// DLDeviceType, and a C caller may store any value, which C++ may not load as that enum.
+int32_t device_type_of(const DLTensor* t) {
+  int32_t type;
+  static_assert(sizeof t->device.device_type == sizeof type, "DLDeviceType is 32-bit");
+  memcpy(&type, &t->device.device_type, sizeof type);
+  return type;
+}
+
 fusednorm_status check_same_device(const DLTensor* a, const char* an, const DLTensor* b,
                                    const char* bn) {
-  if (a->device.device_type != b->device.device_type || a->device.device_id != b->device.device_id)
-    return FN_FAIL_INVALID("%s is on %s:%d but %s is on %s:%d", bn, device_name(b->device.device_type),
-                           b->device.device_id, an, device_name(a->device.device_type),
+  if (device_type_of(a) != device_type_of(b) || a->device.device_id != b->device.device_id)
+    return FN_FAIL_INVALID("%s is on %s:%d but %s is on %s:%d", bn, device_name(device_type_of(b)),
+                           b->device.device_id, an, device_name(device_type_of(a)),
                            a->device.device_id);
   return FUSEDNORM_SUCCESS;
 }
 
 fusednorm_status check_device(const DLTensor* t, const char* name, CallDevice* device) {
-  const int32_t type = t->device.device_type;
+  const int32_t type = device_type_of(t);
   if (type != kDLCPU && type != kDLCUDA && type != kDLROCM)
     return fail(FUSEDNORM_UNSUPPORTED, "%s.device.device_type = %d: fusednorm runs on kDLCPU (1), kDLCUDA (2) and kDLROCM (10)",
                 name, type);
@@ -492,7 +504,8 @@ fusednorm_status rmsnorm_quant_args(const DLTensor* input, const DLTensor* resid
   FN_TRY(make_row_view(&s, "scales", dtype_bits(st), &call->scales, /*written=*/true));
   if (groups > 1 && strides[s.ndim - 1] == 0)
     return FN_FAIL_INVALID("scales.strides[%d] = 0: the %" PRId64 " scales of a row would overlap", s.ndim - 1, groups);
-  call->scale_col_stride = strides[s.ndim - 1] * (dtype_bits(st) / 8);
+  // With one group the last stride addresses nothing (and the span check did not bound it).
+  call->scale_col_stride = groups > 1 ? strides[s.ndim - 1] * (dtype_bits(st) / 8) : 0;
   return FUSEDNORM_SUCCESS;
 }
 

@@ -5,9 +5,10 @@
 // every byte of it is compared with a copy taken before the call. Positive controls: adjacent
 // but disjoint views of one buffer are accepted and equal the scalar reference byte for byte.
 //
-// Each overlapping pair is its own TEST_CASE (one ctest entry each). Calls run in-process: every
-// view lies inside the pool, so a call wrongly let through writes into the pool (and fails the
-// "nothing written" check) rather than outside it.
+// Each overlapping pair is its own TEST_CASE (one ctest entry each). A rejected call goes through
+// the bad-input harness (tests/common/bad_call.h): made in a forked child, then by the reference,
+// which must reject it with the same message; every view lies inside the pool, so a call wrongly
+// let through writes into the pool (and fails the "nothing written" check) rather than outside it.
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -18,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "common/bad_call.h"
 #include "common/test_tensor.h"
 #include "core/dtype.h"
 #include "core/elements.h"
@@ -61,14 +63,13 @@ struct Slot {
   }
 };
 
-// The tensors of one call, all views of one allocation.
-class Call {
+// The tensors of one call, all views of one allocation (the harness's one allocation, "pool").
+class Call : public CallUnderTest {
  public:
   explicit Call(std::vector<Slot> slots) : slots_(std::move(slots)), mem_(kSlotBytes * kSlots + 64, 0xA5) {
     base_ = mem_.data() + (64 - reinterpret_cast<uintptr_t>(mem_.data()) % 64) % 64;
     for (size_t k = 0; k < slots_.size(); ++k) slots_[k].offset = k * kSlotBytes;
   }
-  virtual ~Call() = default;
   Call(const Call&) = delete;
   Call& operator=(const Call&) = delete;
 
@@ -125,9 +126,10 @@ class Call {
     return buf;
   }
 
-  virtual void prepare() { fill(); }
-  virtual fusednorm_status call() = 0;
-  virtual fusednorm_status call_reference() = 0;
+  void prepare() override { fill(); }
+  size_t allocation_count() const override { return 1; }
+  const char* allocation_name(size_t) const override { return "pool"; }
+  const std::vector<uint8_t>* allocation(size_t) const override { return &mem_; }
 
  protected:
   std::vector<Slot> slots_;
@@ -195,36 +197,15 @@ class Cast : public Call {
   fusednorm_status call_reference() override { return reference::cast(ptr(kSrc), ptr(kDst), nullptr); }
 };
 
-std::string status_name(fusednorm_status st) { return fusednorm_status_string(st); }
-
 // "" if equal, else the first byte of the pool that differs.
 std::string diff(const std::vector<uint8_t>& was, const std::vector<uint8_t>& now) {
-  for (size_t i = 0; i < was.size(); ++i)
-    if (was[i] != now[i]) {
-      char buf[96];
-      snprintf(buf, sizeof buf, "pool byte %zu changed from 0x%02x to 0x%02x", i, unsigned(was[i]), unsigned(now[i]));
-      return buf;
-    }
-  return "";
+  return first_difference("pool", was.data(), now.data(), was.size());
 }
 
 // The call (library, then the reference, which shares the validation) is INVALID_ARGUMENT, its
-// message contains every part, and no byte of the pool changed.
-void expect_rejected(Call& c, const std::vector<std::string>& parts) {
-  c.prepare();
-  const std::vector<uint8_t> before = c.pool();
-  const fusednorm_status st = c.call();
-  const std::string msg = fusednorm_last_error();
-  INFO("fusednorm_last_error(): \"" << msg << "\"");
-  CHECK(status_name(st) == "INVALID_ARGUMENT");
-  for (const std::string& p : parts) CHECK_THAT(msg, Catch::Contains(p));
-  CHECK(diff(before, c.pool()) == "");
-  const fusednorm_status rst = c.call_reference();
-  const std::string rmsg = fusednorm_last_error();
-  CHECK(status_name(rst) == "INVALID_ARGUMENT");
-  CHECK(rmsg == msg);
-  CHECK(diff(before, c.pool()) == "");
-}
+// message contains every part, the reference's message is the same, and no byte of the pool
+// (its whole allocation) changed (tests/common/bad_call.h).
+void expect_rejected(Call& c, const std::vector<Part>& parts) { check_rejected(c, FUSEDNORM_INVALID_ARGUMENT, parts); }
 
 // Tensors a and b (a first in argument order) overlap: both named, with their byte ranges.
 void expect_overlap(Call& c, int a, int b) {
