@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <string>
 
 #include <catch2/catch.hpp>
 #include <tbb/parallel_for.h>
@@ -35,52 +36,83 @@ const Encoder kEncoders[] = {
 constexpr int64_t kRows = 4096, kCols = 4096;  // 2^24 inputs per call
 constexpr int64_t kChunk = kRows * kCols;
 
-TEST_CASE("encoders: SIMD equals the scalar math for all 2^32 f32 inputs on every target", "[exhaustive]") {
+// Sweeps all 2^32 f32 bit patterns in chunks: `expect(type, x)` gives the scalar math's code,
+// `run(src, dst)` the library's codes for one chunk (on the Highway target set for the test).
+template <class Expect, class Run>
+void sweep(DType type, const char* name, Expect expect, Run run) {
   const auto targets = hwy::SupportedAndGeneratedTargets();
   HostTensor src(DType::kF32, {kRows, kCols});
   uint32_t* in = reinterpret_cast<uint32_t*>(src.row(0));
+  HostTensor dst(type, {kRows, kCols}), want(type, {kRows, kCols});
+  const size_t row_bytes = size_t(kCols * dtype_bits(type) / 8);
+  uint64_t mismatches = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (uint64_t base = 0; base < (uint64_t(1) << 32); base += uint64_t(kChunk)) {
+    // The scalar math's codes for this chunk, laid out like the library's output.
+    tbb::parallel_for(int64_t(0), kRows, [&](int64_t r) {
+      for (int64_t i = r * kCols; i < (r + 1) * kCols; ++i) {
+        in[i] = uint32_t(base + uint64_t(i));
+        store_code(type, want.row(r), i - r * kCols, expect(math::float_of(in[i])));
+      }
+    });
+    for (const int64_t target : targets) {
+      hwy::SetSupportedTargetsForTest(target);
+      REQUIRE(run(src, dst) == FUSEDNORM_SUCCESS);
+      std::atomic<uint64_t> bad_rows{0};
+      tbb::parallel_for(int64_t(0), kRows, [&](int64_t r) {
+        if (memcmp(dst.row(r), want.row(r), row_bytes) != 0) ++bad_rows;
+      });
+      if (bad_rows != 0) {
+        for (int64_t i = 0; i < kChunk; ++i) {
+          const uint32_t got = load_code(type, dst.row(0), i), exp = load_code(type, want.row(0), i);
+          if (got != exp) {
+            FAIL_CHECK(name << " on " << hwy::TargetName(target) << ": " << bad_rows.load()
+                            << " rows differ in chunk 0x" << std::hex << base << "; first input 0x" << in[i]
+                            << " gives 0x" << got << ", math says 0x" << exp);
+            break;
+          }
+        }
+      }
+      mismatches += bad_rows;
+    }
+    hwy::SetSupportedTargetsForTest(0);
+  }
+  fprintf(stderr, "%-24s %zu targets x 2^32 inputs: %llu mismatching rows, %.0f s\n", name, targets.size(),
+          (unsigned long long)mismatches,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  CHECK(mismatches == 0);
+}
+
+TEST_CASE("encoders: SIMD equals the scalar math for all 2^32 f32 inputs on every target", "[exhaustive]") {
   for (const Encoder& enc : kEncoders) {
-    HostTensor dst(enc.type, {kRows, kCols}), want(enc.type, {kRows, kCols});
-    const size_t row_bytes = size_t(kCols * dtype_bits(enc.type) / 8);
     fusednorm_cast_options opts;
     fusednorm_cast_options_init(&opts);
     opts.e8m0_rounding = enc.e8m0_up ? FUSEDNORM_E8M0_UP : FUSEDNORM_E8M0_NEAREST;
-    uint64_t mismatches = 0;
-    const auto start = std::chrono::steady_clock::now();
-    for (uint64_t base = 0; base < (uint64_t(1) << 32); base += uint64_t(kChunk)) {
-      // The scalar math's codes for this chunk, laid out like the cast's output.
-      tbb::parallel_for(int64_t(0), kRows, [&](int64_t r) {
-        for (int64_t i = r * kCols; i < (r + 1) * kCols; ++i) {
-          in[i] = uint32_t(base + uint64_t(i));
-          store_code(enc.type, want.row(r), i - r * kCols, encode<true>(enc.type, math::float_of(in[i]), enc.e8m0_up));
-        }
-      });
-      for (const int64_t target : targets) {
-        hwy::SetSupportedTargetsForTest(target);
-        REQUIRE(fusednorm_cast(src.dl(), dst.dl(), &opts, nullptr) == FUSEDNORM_SUCCESS);
-        std::atomic<uint64_t> bad_rows{0};
-        tbb::parallel_for(int64_t(0), kRows, [&](int64_t r) {
-          if (memcmp(dst.row(r), want.row(r), row_bytes) != 0) ++bad_rows;
+    sweep(
+        enc.type, enc.name, [&](float x) { return encode<true>(enc.type, x, enc.e8m0_up); },
+        [&](HostTensor& src, HostTensor& dst) { return fusednorm_cast(src.dl(), dst.dl(), &opts, nullptr); });
+  }
+}
+
+// The operations' encoders: the same vector encoders with every NaN written as the format's
+// canonical NaN (kKeepNanSign = false), reached through rmsnorm_quant in quant-only mode with a
+// static scale of 1 (y = x exactly, q = enc(x * 1)), for every output format it writes.
+TEST_CASE("encoders: rmsnorm_quant's encoders (canonical NaN) for all 2^32 f32 inputs on every target",
+          "[exhaustive]") {
+  HostTensor one(DType::kF32, {1});
+  one.set(0, 0, 1.0f);
+  fusednorm_rmsnorm_quant_options opts;
+  fusednorm_rmsnorm_quant_options_init(&opts);
+  opts.norm = FUSEDNORM_NORM_NONE;
+  opts.scale_mode = FUSEDNORM_SCALE_STATIC;
+  for (const Encoder& enc : kEncoders) {
+    if (!is_quant_dtype(enc.type)) continue;
+    const std::string name = std::string("rmsnorm_quant ") + enc.name;
+    sweep(
+        enc.type, name.c_str(), [&](float x) { return encode<false>(enc.type, x); },
+        [&](HostTensor& src, HostTensor& dst) {
+          return fusednorm_rmsnorm_quant(src.dl(), nullptr, nullptr, dst.dl(), one.dl(), &opts, nullptr);
         });
-        if (bad_rows != 0) {
-          for (int64_t i = 0; i < kChunk; ++i) {
-            const uint32_t got = load_code(enc.type, dst.row(0), i), exp = load_code(enc.type, want.row(0), i);
-            if (got != exp) {
-              FAIL_CHECK(enc.name << " on " << hwy::TargetName(target) << ": " << bad_rows.load()
-                                  << " rows differ in chunk 0x" << std::hex << base << "; first input 0x" << in[i]
-                                  << " gives 0x" << got << ", math says 0x" << exp);
-              break;
-            }
-          }
-        }
-        mismatches += bad_rows;
-      }
-      hwy::SetSupportedTargetsForTest(0);
-    }
-    fprintf(stderr, "%-12s %zu targets x 2^32 inputs: %llu mismatching rows, %.0f s\n", enc.name, targets.size(),
-            (unsigned long long)mismatches,
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    CHECK(mismatches == 0);
   }
 }
 
