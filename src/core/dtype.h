@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "fusednorm/fusednorm.h"
+#include "math/quant_math.h"
 
 namespace fusednorm {
 
@@ -62,6 +63,41 @@ inline DLDataType dl_from_dtype(DType t) {
 }
 
 inline bool is_input_dtype(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; }
+
+// The group sizes of DYNAMIC_GROUP scales: the one list that validation, the reference, the
+// backends' instantiations, the tests and the benchmark use.
+inline constexpr int64_t kGroupSizes[] = {32, 64, 128};
+inline bool is_group_size(int64_t g) {
+  for (int64_t s : kGroupSizes)
+    if (s == g) return true;
+  return false;
+}
+
+// The dtypes of dynamic scales, each with the shared math's ScaleType (the one mapping).
+struct ScaleDTypeInfo {
+  DType type;
+  math::ScaleType scale_type;
+};
+inline constexpr ScaleDTypeInfo kScaleDTypes[] = {
+    {DType::kF32, math::ScaleType::kF32},
+    {DType::kF16, math::ScaleType::kF16},
+    {DType::kBF16, math::ScaleType::kBF16},
+    {DType::kE8M0, math::ScaleType::kE8M0},
+};
+// false when t is not a dynamic scale dtype.
+inline bool scale_type_of(DType t, math::ScaleType* out) {
+  for (const auto& s : kScaleDTypes)
+    if (s.type == t) {
+      *out = s.scale_type;
+      return true;
+    }
+  return false;
+}
+inline DType dtype_of(math::ScaleType st) {
+  for (const auto& s : kScaleDTypes)
+    if (s.scale_type == st) return s.type;
+  return DType::kInvalid;
+}
 inline bool is_quant_dtype(DType t) {
   return t == DType::kI8 || (t >= DType::k_f8e4m3fn && t <= DType::k_f8e5m2fnuz);
 }

@@ -371,8 +371,7 @@ fusednorm_status rmsnorm_quant_args(const DLTensor* input, const DLTensor* resid
     return FN_FAIL_INVALID("options->scale_ub = %g: must be > 0 (+inf for no bound)", double(o.scale_ub));
   if (!(o.min_scale >= 0.0f) || isinf(o.min_scale))
     return FN_FAIL_INVALID("options->min_scale = %g: must be finite and >= 0", double(o.min_scale));
-  if (o.scale_mode == FUSEDNORM_SCALE_DYNAMIC_GROUP && o.group_size != 32 && o.group_size != 64 &&
-      o.group_size != 128)
+  if (o.scale_mode == FUSEDNORM_SCALE_DYNAMIC_GROUP && !is_group_size(o.group_size))
     return fail(FUSEDNORM_UNSUPPORTED, "options->group_size = %" PRId64 ": DYNAMIC_GROUP supports 32, 64 and 128",
                 o.group_size);
   const bool packed = o.scale_placement == FUSEDNORM_SCALES_PACKED_ROW_END;
@@ -477,15 +476,9 @@ fusednorm_status rmsnorm_quant_args(const DLTensor* input, const DLTensor* resid
     call->static_scale = reinterpret_cast<const float*>(sv.data);
     return FUSEDNORM_SUCCESS;
   }
-  switch (st) {
-    case DType::kF32: call->scale_type = math::ScaleType::kF32; break;
-    case DType::kF16: call->scale_type = math::ScaleType::kF16; break;
-    case DType::kBF16: call->scale_type = math::ScaleType::kBF16; break;
-    case DType::kE8M0: call->scale_type = math::ScaleType::kE8M0; break;
-    default:
-      return fail(FUSEDNORM_UNSUPPORTED, "scales.dtype = %s: dynamic scales are f32, f16, bf16 or e8m0",
-                  dtype_name(st));
-  }
+  if (!scale_type_of(st, &call->scale_type))
+    return fail(FUSEDNORM_UNSUPPORTED, "scales.dtype = %s: dynamic scales are f32, f16, bf16 or e8m0",
+                dtype_name(st));
   const int64_t groups = call->h / call->group;
   FN_TRY(check_lead(scales, "scales", input, "input"));
   if (scales->shape[scales->ndim - 1] != groups)

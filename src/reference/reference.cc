@@ -41,11 +41,7 @@ void store_scale(const RmsnormQuantCall& c, int64_t row, int64_t group, uint32_t
     return;
   }
   char* p = row_ptr(c.lead, c.scales, row) + group * c.scale_col_stride;
-  const DType t = c.scale_type == ScaleType::kF16    ? DType::kF16
-                  : c.scale_type == ScaleType::kBF16 ? DType::kBF16
-                  : c.scale_type == ScaleType::kE8M0 ? DType::kE8M0
-                                                     : DType::kF32;
-  store_code(t, p, 0, stored);
+  store_code(dtype_of(c.scale_type), p, 0, stored);
 }
 
 }  // namespace

@@ -112,7 +112,7 @@ TEST_CASE("rmsnorm_quant: valid calls succeed and equal the reference (positive 
                        c.opts.qmax = f.second;
                      }});
   // Dynamic groups of 32, 64 and 128 with f32, f16, bf16 and e8m0 scales.
-  for (int64_t g : {32, 64, 128})
+  for (int64_t g : kGroupSizes)
     for (DType st : {DType::kF32, DType::kF16, DType::kBF16, DType::kE8M0})
       table.push_back({"group " + std::to_string(g) + ", scales " + dtype_name(st), [g, st](Rq& c) {
                          c.build(4, 256);

@@ -104,7 +104,7 @@ std::vector<CaseSpec> rq_specs() {
   const DType ins[] = {DType::kF32, DType::kF16, DType::kBF16};
   const DType outs[] = {DType::k_f8e4m3fn, DType::k_f8e4m3fnuz, DType::k_f8e5m2, DType::kI8};
   const DType scale_types[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kE8M0};
-  const int64_t groups[] = {32, 64, 128};
+  const auto& groups = kGroupSizes;
   std::vector<CaseSpec> v;
   for (int i = 0; i < 48; ++i) {
     CaseSpec s;

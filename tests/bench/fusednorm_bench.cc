@@ -45,7 +45,7 @@ struct ModeSpec {
   bool residual = false;
 };
 
-// static | row | group32 | group64 | group128, optionally prefixed by residual_.
+// static | row | group<G> for G of kGroupSizes (core/dtype.h), optionally prefixed by residual_.
 bool parse_mode(const std::string& s, ModeSpec* m) {
   m->name = s;
   std::string base = s;
@@ -53,10 +53,10 @@ bool parse_mode(const std::string& s, ModeSpec* m) {
   if (m->residual) base = base.substr(9);
   if (base == "static") { m->scale_mode = FUSEDNORM_SCALE_STATIC; return true; }
   if (base == "row") { m->scale_mode = FUSEDNORM_SCALE_DYNAMIC_ROW; return true; }
-  if (base == "group32" || base == "group64" || base == "group128") {
+  if (base.rfind("group", 0) == 0 && base.size() > 5 && is_group_size(atoll(base.c_str() + 5))) {
     m->scale_mode = FUSEDNORM_SCALE_DYNAMIC_GROUP;
     m->group = atoll(base.c_str() + 5);
-    return true;
+    return std::to_string(m->group) == base.substr(5);
   }
   return false;
 }

@@ -169,7 +169,7 @@ inline std::vector<CaseSpec> scale_variants() {
   v.push_back(s);
   s.placement = FUSEDNORM_SCALES_TENSOR;
   for (int mode : {FUSEDNORM_SCALE_DYNAMIC_ROW, FUSEDNORM_SCALE_DYNAMIC_GROUP})
-    for (int64_t g : {32, 64, 128}) {
+    for (int64_t g : kGroupSizes) {
       if (mode == FUSEDNORM_SCALE_DYNAMIC_ROW && g != 128) continue;
       for (DType st : {DType::kF32, DType::kF16, DType::kBF16, DType::kE8M0})
         for (bool col : {false, true}) {
