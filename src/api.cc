@@ -69,7 +69,12 @@ extern "C" {
 const char* fusednorm_last_error(void) { return last_error(); }
 
 const char* fusednorm_status_string(fusednorm_status status) {
-  switch (status) {
+  // A C caller may pass any int: compare the integer it stored (loading a value outside the
+  // enum's range as the C++ enum is undefined).
+  int32_t value;
+  static_assert(sizeof status == sizeof value, "fusednorm_status is 32-bit");
+  memcpy(&value, &status, sizeof value);
+  switch (value) {
     case FUSEDNORM_SUCCESS: return "SUCCESS";
     case FUSEDNORM_INVALID_ARGUMENT: return "INVALID_ARGUMENT";
     case FUSEDNORM_UNSUPPORTED: return "UNSUPPORTED";
