@@ -35,9 +35,13 @@ constexpr gpuError_t gpuSuccess = hipSuccess;
 #define FN_SHFL_XOR(v, m, w) __shfl_xor((v), (m), (w))
 #define FN_SHFL(v, l, w) __shfl((v), (l), (w))
 constexpr int kGpuWarp = 64;  // CDNA wavefront
+constexpr bool kGpuIsHip = true;
 #define FN_GRID_CONSTANT  // kernel arguments are addressable memory already
 #define FN_STORE_GLOBAL(p, v) (*(p) = (v))
 #define FN_LOAD_RO(p) (*(p))
+#define FN_CUDA_ARCH 0  // no CUDA device pass: the portable paths everywhere
+// Kernel register and thread bounds: HIP takes the block's maximum threads.
+#define FN_KERNEL_BOUNDS(max_threads, max_regs) __launch_bounds__(max_threads)
 __device__ __forceinline__ void gpu_prefetch_l2_range(const char*, uint32_t, int, int) {}
 template <int kBytes>
 __device__ __forceinline__ void gpu_copy_async(void* smem, const void* src) { memcpy(smem, src, kBytes); }
@@ -88,6 +92,7 @@ constexpr gpuError_t gpuSuccess = cudaSuccess;
 #define FN_SHFL_XOR(v, m, w) __shfl_xor_sync(0xFFFFFFFFu, (v), (m), (w))
 #define FN_SHFL(v, l, w) __shfl_sync(0xFFFFFFFFu, (v), (l), (w))
 constexpr int kGpuWarp = 32;
+constexpr bool kGpuIsHip = false;
 // Lets device code take the address of a kernel argument without copying it to local memory.
 #define FN_GRID_CONSTANT __grid_constant__
 // A store known to go to global memory (a plain store through a pointer from a kernel argument
@@ -96,6 +101,15 @@ constexpr int kGpuWarp = 32;
 // A load through the read-only (non-coherent) path: data the kernel does not write before
 // reading it.
 #define FN_LOAD_RO(p) __ldg(p)
+// The CUDA device pass's architecture (__CUDA_ARCH__: 800, 900, ...); 0 on the host pass. Device
+// code tests it to choose between the PTX wrappers below and the portable paths.
+#if defined(__CUDA_ARCH__)
+#define FN_CUDA_ARCH __CUDA_ARCH__
+#else
+#define FN_CUDA_ARCH 0
+#endif
+// Kernel register and thread bounds: CUDA caps the registers a thread (__maxnreg__).
+#define FN_KERNEL_BOUNDS(max_threads, max_regs) __maxnreg__(max_regs)
 // kBytes (4, 8 or 16, aligned to that) from global memory to shared memory without a register
 // (cp.async, sm_80+; a plain copy before); visible to this thread after gpu_copy_async_wait_all.
 template <int kBytes>
@@ -150,5 +164,43 @@ __device__ __forceinline__ void gpu_allow_next_grid() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
+}
+// Hardware conversions (PTX), used where FN_CUDA_ARCH allows them; each is proven equal to the
+// shared math (math/quant_math.h) by the plugin's verify_encoders, except gpu_f16_to_f32 (exact).
+// f16 bits to f32 (sm_53+): exact for every finite f16, keeps Inf, a NaN stays a NaN.
+__device__ __forceinline__ float gpu_f16_to_f32(uint16_t h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+// Two f32 rounded to nearest even into bf16 / f16 halves of one word, `lo` in the low half
+// (sm_80+; subnormals kept, overflow to Inf; the hardware's NaN is 0x7FFF).
+__device__ __forceinline__ uint32_t gpu_f32x2_to_bf16x2(float lo, float hi) {
+  uint32_t w;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
+  return w;
+}
+__device__ __forceinline__ uint32_t gpu_f32x2_to_f16x2(float lo, float hi) {
+  uint32_t w;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
+  return w;
+}
+// Two f32 to FP8 codes into the uint16_t `w`, `lo`'s in the low byte (sm_89+): round to nearest
+// even, saturating finite values and infinities, 0x7F for every NaN. Macros, not functions: as
+// inline functions they changed the register allocation of the largest kernels (4-element
+// vectors, 8 steps).
+#define FN_CVT_E4M3X2(w, lo, hi) asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(w) : "f"(hi), "f"(lo))
+#define FN_CVT_E5M2X2(w, lo, hi) asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(w) : "f"(hi), "f"(lo))
+// f32 to int8: round to nearest even, saturate to [-128, 127], NaN to 0 (in a 32-bit register).
+__device__ __forceinline__ int32_t gpu_f32_to_s8_sat(float v) {
+  int32_t q;
+  asm("cvt.rni.sat.s8.f32 %0, %1;" : "=r"(q) : "f"(v));
+  return q;
+}
+// max(a, b) that returns the canonical NaN if either is a NaN (sm_80+, FMNMX.NAN).
+__device__ __forceinline__ float gpu_max_nan(float a, float b) {
+  float m;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(m) : "f"(a), "f"(b));
+  return m;
 }
 #endif

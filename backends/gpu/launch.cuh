@@ -8,7 +8,8 @@
 #include <vector>
 
 #include "backends/gpu/gpu_runtime.h"
-#include "backends/gpu/rmsnorm_quant.cuh"
+#include "backends/gpu/kernel_table.cuh"
+#include "backends/gpu/plan.h"
 
 namespace fusednorm {
 namespace gpu {
@@ -80,11 +81,6 @@ inline gpuError_t launch_kernel(KernelFn fn, const DeviceFacts& dev, unsigned bl
   return gpuSuccess;
 }
 
-// Tuning harness knob: 0 launches short calls in blocks of R rows too (before session 7).
-#ifndef FN_GPU_SHORT_R1
-#define FN_GPU_SHORT_R1 1
-#endif
-
 // One call: as many blocks as the rows need, at most as many as can be resident at once (each
 // walks over its share of the rows); `smem` bytes of dynamic shared memory a block (the weight
 // table: proportional to the block's threads). A call whose rows all fit in one round of blocks
@@ -97,7 +93,7 @@ inline gpuError_t launch_rmsnorm_quant(KernelFn fn, const DeviceFacts& dev, int 
                                        size_t smem, int32_t gamma_smem, int64_t* grid = nullptr) {
   int per_sm = 1;
   const int r1 = shape.threads_per_row >= kGpuWarp ? 1 : kGpuWarp / shape.threads_per_row;
-  if (FN_GPU_SHORT_R1 && shape.rows_per_block > r1) {
+  if (shape.rows_per_block > r1) {
     const unsigned threads1 = unsigned(r1 * shape.threads_per_row);
     const size_t smem1 = smem / size_t(shape.rows_per_block) * size_t(r1);
     const gpuError_t e = blocks_per_sm(fn, device, threads1, smem1, &per_sm);

@@ -9,19 +9,21 @@
 #include <algorithm>
 #include <vector>
 
+#include "backends/gpu/encode.cuh"
 #include "backends/gpu/gpu_runtime.h"
+#include "backends/gpu/kernel_table.cuh"
 #include "backends/gpu/launch.cuh"
-#include "backends/gpu/rmsnorm_quant.cuh"
+#include "backends/gpu/plan.h"
 #include "core/plugin_abi.h"
 
 namespace fusednorm {
 namespace gpu {
 
-#if defined(FN_GPU_SPLIT_TUS)  // the kernels are instantiated in their own translation units
+// The kernels are instantiated in their own translation units, one per input dtype
+// (FN_INSTANTIATE_RMSNORM_QUANT in backends/cuda/rmsnorm_quant_*.cu and backends/hip/*.hip).
 extern template KernelFn rmsnorm_quant_kernel_for<DType::kF32>(DType, const RowShape&, Plan);
 extern template KernelFn rmsnorm_quant_kernel_for<DType::kF16>(DType, const RowShape&, Plan);
 extern template KernelFn rmsnorm_quant_kernel_for<DType::kBF16>(DType, const RowShape&, Plan);
-#endif
 
 namespace {
 
@@ -86,14 +88,6 @@ void plugin_describe(int32_t id, char* msg, size_t n) {
            prop.minor, prop.multiProcessorCount, double(prop.totalGlobalMem) / (1u << 30), g_device_count);
 }
 
-// Every row of a view starts on an `align`-byte boundary.
-bool rows_aligned(const LeadShape& lead, const RowView& v, int align) {
-  if (reinterpret_cast<uintptr_t>(v.data) % align != 0) return false;
-  for (int d = 0; d < lead.ndim; ++d)
-    if (lead.dims[d] > 1 && v.strides[d] % align != 0) return false;
-  return true;
-}
-
 // Makes `device` current for the launch and restores the caller's device afterwards.
 struct DeviceGuard {
   int previous = -1;
@@ -107,15 +101,6 @@ struct DeviceGuard {
     if (previous >= 0 && gpuGetDevice(&now) == gpuSuccess && now != previous) (void)gpuSetDevice(previous);
   }
 };
-
-// The widest access every row of a view allows: vectors of vec_bytes, whole elements, or bytes.
-// (A row's vectors start at multiples of the vector length; a partial last vector goes element
-// by element.)
-int32_t access_for(const LeadShape& lead, const RowView& v, int elem_bytes, int vec_bytes) {
-  if (v.data == nullptr) return kVectors;
-  if (rows_aligned(lead, v, std::min(vec_bytes, 16))) return kVectors;
-  return rows_aligned(lead, v, elem_bytes) ? kElements : kBytesOnly;
-}
 
 fusednorm_status plugin_rmsnorm_quant(const RmsnormQuantCall* call, int32_t device, void* stream, char* msg,
                                       size_t n) {
@@ -144,7 +129,7 @@ fusednorm_status plugin_rmsnorm_quant(const RmsnormQuantCall* call, int32_t devi
   RowShape shape = fast_row_shape(c.h, c.in_type);
   Accesses acc = accesses(shape);
   const Plan plan = acc.in == kVectors && acc.out == kVectors && acc.w == kVectors && c.lead.ndim <= 1
-                        ? fast_plan(c, shape)
+                        ? fast_plan(c, shape, kGpuWarp)
                         : Plan::kAll;
   if (plan == Plan::kAll) {
     shape = row_shape(c.h);

@@ -1,7 +1,7 @@
 // Tuning harness for the GPU rmsnorm_quant kernel (not part of the library or the test suite):
-// compiles the kernel of backends/gpu/ for bf16 -> f8e4m3fn with the build-time knobs given as
-// -D flags (FN_GPU_MAXNREG8, FN_GPU_INV_ONCE, FN_GPU_SCALE_ONCE; FN_GPU_TRACE=1 also prints the
-// decode phase times of backends/gpu/rmsnorm_quant.cuh), launches it
+// compiles the kernel of backends/gpu/ for bf16 -> f8e4m3fn with the tuning constants of
+// backends/gpu/tuning.h (tests/scripts/gpu_variants.sh builds it against copies with other
+// values), launches it
 // through the plugin's own launch code (backends/gpu/launch.cuh), times a few shapes and modes with
 // CUDA events over input sets larger than L2 (small calls replayed from a CUDA graph), and prints a hash of every output so that variants
 // can be checked for identical bytes. Run by tests/scripts/gpu_variants.sh on the device.
@@ -263,7 +263,7 @@ int main(int argc, char** argv) {
   CK(cudaSetDevice(dev));
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, dev));
-  printf("# variant: vec8 maxnreg %d on %s\n", FN_GPU_MAXNREG8, prop.name);
+  printf("# variant: vec8 maxnreg %d on %s\n", kMaxNReg8, prop.name);
 
   if (argc > 1 && strcmp(argv[1], "nan") == 0) {
     unsigned* seen;
@@ -394,7 +394,7 @@ int main(int argc, char** argv) {
     }
     // The plugin's choice (plugin.cuh; the views here are aligned, one leading dimension).
     RowShape shape = fast_row_shape(h, DType::kBF16);
-    const Plan plan = getenv("VARIANT_GENERAL") == nullptr ? fast_plan(c, shape) : Plan::kAll;
+    const Plan plan = getenv("VARIANT_GENERAL") == nullptr ? fast_plan(c, shape, kGpuWarp) : Plan::kAll;
     if (plan == Plan::kAll) shape = row_shape(h);
     KernelFn fn = rmsnorm_quant_kernel_pick<DType::kBF16, DType::k_f8e4m3fn>(shape, plan);
     const unsigned threads = unsigned(shape.rows_per_block * shape.threads_per_row);
@@ -451,12 +451,6 @@ int main(int argc, char** argv) {
       cudaGraphExec_t exec;
       CK(cudaGraphInstantiate(&exec, graph, 0));
       CK(cudaGraphLaunch(exec, st));
-#ifdef FN_GPU_TRACE
-      CK(cudaStreamSynchronize(st));
-      unsigned long long zeros[32] = {}, zero = 0;
-      CK(cudaMemcpyToSymbol(fn_trace, zeros, sizeof zeros));
-      CK(cudaMemcpyToSymbol(fn_trace_last_end, &zero, 8));
-#endif
       us = 1e30;
       for (int k = 0; k < 3; ++k) {
         CK(cudaEventRecord(e0, st));
@@ -466,18 +460,6 @@ int main(int argc, char** argv) {
         CK(cudaEventElapsedTime(&ms, e0, e1));
         us = std::min(us, double(ms) * 1e3 / reps);
       }
-#ifdef FN_GPU_TRACE
-      unsigned long long tr[32];
-      CK(cudaMemcpyFromSymbol(tr, fn_trace, sizeof tr));
-      const double n = double(tr[31] ? tr[31] : 1);
-      // Phases as in rmsnorm_quant.cuh (FN_TRACE), cycles from entry; 0 = not reached.
-      static const char* const names[12] = {"",          "wait",     "x issued", "table issued", "residual", "table done",
-                                             "ss local", "inv",      "amax local", "scale",     "row end",  "end"};
-      printf("trace %s %lld x %lld (%llu launches): cycles from entry:", cs.mode, (long long)rows, (long long)h, tr[31]);
-      for (int k = 1; k < 12; ++k) printf(" %s %.0f%s", names[k], tr[k] / n, k < 11 ? "," : ";");
-      printf(" ns: entry after previous end %.0f, past wait %.0f, entry to end %.0f\n", double((long long)tr[20]) / n,
-             tr[21] / n, tr[22] / n);
-#endif
       CK(cudaGraphExecDestroy(exec));
       CK(cudaGraphDestroy(graph));
     }

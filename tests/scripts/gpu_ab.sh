@@ -9,7 +9,9 @@
 # A checkout without REV's history (the device machine's copy of a working tree) takes a DIR
 # exported beforehand. AB_ARGS run with VARIANT_REPS=${REPS:-60}; AB_DECODE with the harness's
 # own reps (graph replay). DLPack's header comes from the system or the .deb in
-# ${FUSEDNORM_DEPS_DIR:-.deps}.
+# ${FUSEDNORM_DEPS_DIR:-.deps}. REV must have the current layout of backends/gpu/ (kernel_table.cuh,
+# plan.h, tuning.h ...: the working tree's harness is built against it); older revisions, with
+# the single backends/gpu/rmsnorm_quant.cuh, need that revision's own harness instead.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export_rev() {  # REV DIR
@@ -29,7 +31,7 @@ else
   old=build-gpu/ab/src-$rev
   export_rev "$rev" "$old"
 fi
-[ -f "$old/backends/gpu/rmsnorm_quant.cuh" ] || { echo "gpu_ab.sh: $old holds no backends/gpu" >&2; exit 2; }
+[ -f "$old/backends/gpu/kernel_table.cuh" ] || { echo "gpu_ab.sh: $old holds no backends/gpu of the current layout (kernel_table.cuh)" >&2; exit 2; }
 inc=()
 if [ ! -f /usr/include/dlpack/dlpack.h ]; then
   mkdir -p build-gpu/variant-deps

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Tuning run on the device: builds tests/bench/gpu_variants.cu once per knob setting (in
-# parallel) and runs each; logs under ${OUT:-build-gpu/out}. DLPack's header comes from the
-# system or from the .deb in ${FUSEDNORM_DEPS_DIR:-.deps} (see tests/scripts/gpu.sh). Usage:
-#   bash tests/scripts/gpu_variants.sh "KNOB=VALUE ..." ...     ("" = the library's settings)
-# knobs: FN_GPU_MAXNREG8, FN_GPU_INV_ONCE, FN_GPU_SCALE_ONCE, FN_GPU_FIRST_TUNED, FN_GPU_GAMMA_LATE,
-# FN_GPU_RAW_GAMMA, FN_GPU_LOCAL_FIRST, FN_GPU_LOCAL_COMBINE, FN_GPU_WARM_CONST, FN_GPU_TRACE
-# (backends/gpu/rmsnorm_quant.cuh), FN_GPU_SHORT_R1 (backends/gpu/launch.cuh).
+# Tuning run on the device: builds tests/bench/gpu_variants.cu once per setting of the tuning
+# constants (in parallel) and runs each; logs under ${OUT:-build-gpu/out}. DLPack's header comes
+# from the system or from the .deb in ${FUSEDNORM_DEPS_DIR:-.deps} (see tests/scripts/gpu.sh). Usage:
+#   bash tests/scripts/gpu_variants.sh "NAME=VALUE ..." ...     ("" = the library's settings)
+# NAME: a constant of backends/gpu/tuning.h (kMaxNReg8, kRowThreads, kElemsPerThread); a variant
+# builds against a copy of backends/gpu/ (build-gpu/variants/src-vN) whose tuning.h line
+# `constexpr int NAME = ...;` says VALUE instead.
 # VARIANT_ROUNDS=N: run the variants N times, alternating, and print the minimum / mean time of
 # each case and variant over the rounds (summary.txt). VARIANT_SETS=1: every call on the same buffers (L2-resident).
 # (VARIANT_GENERAL=1: every case through the general kernel instead of its fast one;
@@ -25,9 +25,19 @@ if [ ! -f /usr/include/dlpack/dlpack.h ]; then
 fi
 variants=("$@")
 for i in "${!variants[@]}"; do
-  defs=()
-  for d in ${variants[$i]}; do defs+=("-D$d"); done
-  nvcc -std=c++17 -O3 -arch=sm_90a -fmad=false -Xptxas -v -Iinclude -Isrc -I. "${inc[@]}" "${defs[@]}" \
+  src=build-gpu/variants/src-v$i
+  rm -rf "$src" && mkdir -p "$src/backends" && cp -r backends/gpu "$src/backends/gpu"
+  ok=1
+  for d in ${variants[$i]}; do
+    name=${d%%=*} value=${d#*=}
+    if ! grep -Eq "^constexpr int $name = [^;]+;" "$src/backends/gpu/tuning.h"; then
+      echo "variant ${variants[$i]}: $name is no constant of backends/gpu/tuning.h" >"$out/build_v$i.log"; ok=0
+    fi
+    sed -i -E "s/^(constexpr int $name = )[^;]+;/\1$value;/" "$src/backends/gpu/tuning.h"
+  done
+  rm -f build-gpu/variants/v$i
+  [ $ok = 1 ] || continue
+  nvcc -std=c++17 -O3 -arch=sm_90a -fmad=false -Xptxas -v -Iinclude -I"$src" -Isrc -I. "${inc[@]}" \
     -o build-gpu/variants/v$i tests/bench/gpu_variants.cu >"$out/build_v$i.log" 2>&1 &
 done
 wait

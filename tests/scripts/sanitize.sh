@@ -41,7 +41,7 @@ if want tsan; then
   # own tasks and every race between the callers is visible with no suppression
   # (tests/api/concurrency_test.cc; tests/sanitizers/tsan.supp is for runs with TBB workers).
   step "tsan: configure and build (g++)" bash -c "
-    cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFUSEDNORM_CUDA=OFF -DFUSEDNORM_HIP=OFF \
+    cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=g++ -DFUSEDNORM_CUDA=OFF -DFUSEDNORM_HIP=OFF \
       -DFUSEDNORM_BUILD_BENCH=OFF -DFUSEDNORM_SANITIZE=thread >/dev/null &&
     cmake --build build-tsan --target test_concurrency"
   step "tsan: test_concurrency (12 threads x every operation)" \

@@ -1,0 +1,138 @@
+// Compiled twice: as CUDA and as HIP. The rmsnorm_quant kernel's encoders: f32 to the 16-bit input
+// dtypes in pairs (round_pair, the residual's sums) and to the output formats four at a time
+// (encode4): hardware conversions where the device has them (gpu_runtime.h), else the shared math;
+// and the kernels with which the plugin's verify_encoders proves the two equal over all inputs.
+#pragma once
+
+#include <stdint.h>
+
+#include "backends/gpu/gpu_runtime.h"
+#include "backends/gpu/io.cuh"
+#include "core/call.h"
+#include "math/quant_math.h"
+
+namespace fusednorm {
+namespace gpu {
+
+// Two f32 values rounded to a 16-bit input dtype (bf16 or f16) in one word, `lo` in the low half:
+// on sm_80+ one paired conversion (cvt.rn.bf16x2.f32 / cvt.rn.f16x2.f32: round to nearest even,
+// subnormals kept, overflow to Inf, like the shared encoders), elsewhere the shared encoders. The
+// hardware writes its own NaN (0x7FFF), not the operations' positive NaN: callers redo words with a
+// NaN input by InTraits::encode. verify_encoders (plugin.cuh) proves the two equal for every pair
+// of non-NaN inputs, each of the 2^32 f32 patterns in both halves.
+template <DType kIn>
+__device__ __forceinline__ uint32_t encode_pair_soft(float lo, float hi) {
+  return InTraits<kIn>::encode(lo) | (InTraits<kIn>::encode(hi) << 16);
+}
+template <DType kIn>
+__device__ __forceinline__ uint32_t round_pair(float lo, float hi) {
+#if FN_CUDA_ARCH >= 800  // the paired conversions: sm_80+
+  uint32_t w;
+  if (kIn == DType::kBF16) w = gpu_f32x2_to_bf16x2(lo, hi);
+  else w = gpu_f32x2_to_f16x2(lo, hi);
+  return w;
+#else
+  return encode_pair_soft<kIn>(lo, hi);
+#endif
+}
+
+// ---------------------------------------------------------------- output encoders
+// The output format as a type: the kernel is instantiated per format, so each element's encode
+// is straight-line code. Software encoders: the shared math, one element at a time.
+template <DType kOut>
+struct SoftFormat;
+#define FN_MINIFLOAT(name, ...)                                                               \
+  template <>                                                                                 \
+  struct SoftFormat<DType::k_##name> {                                                        \
+    static __device__ __forceinline__ uint32_t encode(float v) { return math::name::encode<false>(v); } \
+  };
+#include "math/formats.inc"
+#undef FN_MINIFLOAT
+template <>
+struct SoftFormat<DType::kI8> {
+  static __device__ __forceinline__ uint32_t encode(float v) { return math::encode_int8(v); }
+};
+
+// Four codes, element i in byte i.
+template <DType kOut>
+__device__ __forceinline__ uint32_t soft_encode4(const float v[4]) {
+  return SoftFormat<kOut>::encode(v[0]) | (SoftFormat<kOut>::encode(v[1]) << 8) |
+         (SoftFormat<kOut>::encode(v[2]) << 16) | (SoftFormat<kOut>::encode(v[3]) << 24);
+}
+
+// Hardware FP8 conversion (sm_89+): cvt.rn.satfinite rounds to nearest even and saturates
+// finite values and infinities exactly like the shared encoders, and writes 0x7F for every NaN,
+// the operations' positive NaN; two values per instruction. verify_encoders (plugin.cuh) proves
+// encode4 equal to the shared math over all 2^32 inputs on the device at hand (tests/gpu runs it).
+template <DType kOut>
+__device__ __forceinline__ uint32_t encode4(const float v[4]) {
+#if FN_CUDA_ARCH >= 890  // the FP8 conversions: sm_89+
+  if (kOut == DType::k_f8e4m3fn || kOut == DType::k_f8e5m2) {
+    uint16_t lo, hi;  // elements 0, 1 and 2, 3
+    if (kOut == DType::k_f8e4m3fn) {
+      FN_CVT_E4M3X2(lo, v[0], v[1]);
+      FN_CVT_E4M3X2(hi, v[2], v[3]);
+    } else {
+      FN_CVT_E5M2X2(lo, v[0], v[1]);
+      FN_CVT_E5M2X2(hi, v[2], v[3]);
+    }
+    return uint32_t(lo) | (uint32_t(hi) << 16);
+  }
+#endif
+#if FN_CUDA_ARCH > 0  // CUDA device code: PTX available
+  // int8: cvt.rni.sat rounds to nearest even, saturates to [-128, 127] and converts NaN to 0,
+  // which is encode_int8 (also proven by verify_encoders).
+  if (kOut == DType::kI8) {
+    uint32_t w = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int32_t q = gpu_f32_to_s8_sat(v[i]);
+      w |= (uint32_t(q) & 0xFFu) << (8 * i);
+    }
+    return w;
+  }
+#endif
+  return soft_encode4<kOut>(v);
+}
+
+// Exhaustive check of the kernels' encoders against the shared math: every f32 bit pattern
+// (base + i for i < n), four consecutive patterns through one encode4. Counts mismatches and
+// records the smallest mismatching input.
+template <DType kOut>
+__global__ void verify_encoder_kernel(uint64_t base, uint64_t n, unsigned long long* bad, unsigned int* first) {
+  for (uint64_t i = 4 * (blockIdx.x * uint64_t(blockDim.x) + threadIdx.x); i < n;
+       i += 4 * uint64_t(gridDim.x) * blockDim.x) {
+    float v[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) v[k] = math::float_of(uint32_t(base + i + k));
+    const uint32_t w = encode4<kOut>(v);
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      if (((w >> (8 * k)) & 0xFFu) != SoftFormat<kOut>::encode(v[k])) {
+        atomicAdd(bad, 1ull);
+        atomicMin(first, uint32_t(base + i + k));
+      }
+  }
+}
+
+// The same check for round_pair<kIn>: word i holds patterns base + i (low half) and base + i + 1
+// (high half, mod 2^32), so every pattern is checked in both halves; pairs with a NaN are skipped
+// (the kernel rounds those by the shared encoder).
+template <DType kIn>
+__global__ void verify_pair_kernel(uint64_t base, uint64_t n, unsigned long long* bad, unsigned int* first) {
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) {
+    const uint32_t a = uint32_t(base + i), b = a + 1u;
+    const float lo = math::float_of(a), hi = math::float_of(b);
+    if (lo != lo || hi != hi) continue;
+    const uint32_t want = encode_pair_soft<kIn>(lo, hi);
+    if (round_pair<kIn>(lo, hi) != want) {
+      atomicAdd(bad, 1ull);
+      atomicMin(first, a);
+    }
+  }
+}
+
+using VerifyKernel = void (*)(uint64_t, uint64_t, unsigned long long*, unsigned int*);
+
+}  // namespace gpu
+}  // namespace fusednorm
