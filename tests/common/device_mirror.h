@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cuda_runtime.h>
+#include <stdio.h>
 
 #include <memory>
 
@@ -12,6 +13,21 @@
 
 namespace fusednorm {
 namespace test {
+
+// True when the CUDA backend has a device; else prints FUSEDNORM_SKIP with the backend's reason
+// (ctest reports the test as skipped). The backend's description is printed once a process.
+inline bool cuda_backend_available() {
+  fusednorm_backend_info info{};
+  info.struct_size = sizeof info;
+  if (fusednorm_query_backend(kDLCUDA, &info) != FUSEDNORM_SUCCESS || !info.available) {
+    printf("FUSEDNORM_SKIP: no CUDA device: %s\n", info.detail);
+    return false;
+  }
+  static bool said = false;
+  if (!said) printf("CUDA backend: %s\n", info.detail);
+  said = true;
+  return true;
+}
 
 class DeviceMirror {
  public:

@@ -37,16 +37,7 @@ constexpr int kJobsPerThread = 6;
 constexpr int kInstances = 3;  // copies of each job, spread over the thread's streams
 constexpr int kRepeats = 4;    // enqueues of a call without residual (idempotent) on its stream
 
-bool gpu_available() {
-  fusednorm_backend_info info{};
-  info.struct_size = sizeof info;
-  if (fusednorm_query_backend(kDLCUDA, &info) != FUSEDNORM_SUCCESS || !info.available) {
-    printf("FUSEDNORM_SKIP: no CUDA device: %s\n", info.detail);
-    return false;
-  }
-  printf("CUDA backend: %s\n", info.detail);
-  return true;
-}
+bool gpu_available() { return cuda_backend_available(); }
 
 std::string cuda_text(cudaError_t e) { return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e); }
 

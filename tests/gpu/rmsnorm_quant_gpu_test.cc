@@ -20,18 +20,7 @@ namespace {
 
 #define CUDA_OK(expr) REQUIRE((expr) == cudaSuccess)
 
-bool gpu_available() {
-  fusednorm_backend_info info{};
-  info.struct_size = sizeof info;
-  if (fusednorm_query_backend(kDLCUDA, &info) != FUSEDNORM_SUCCESS || !info.available) {
-    printf("FUSEDNORM_SKIP: no CUDA device: %s\n", info.detail);
-    return false;
-  }
-  static bool said = false;
-  if (!said) printf("CUDA backend: %s\n", info.detail);
-  said = true;
-  return true;
-}
+bool gpu_available() { return cuda_backend_available(); }
 
 using GpuCase = DeviceCase;
 
