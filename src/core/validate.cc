@@ -73,6 +73,13 @@ fusednorm_status check_tensor(const DLTensor* t, const char* name, DType* type,
   return FUSEDNORM_SUCCESS;
 }
 
+// A zero dimension: the tensor has no element.
+bool is_empty(const DLTensor* t) {
+  for (int i = 0; i < t->ndim; ++i)
+    if (t->shape[i] == 0) return true;
+  return false;
+}
+
 int64_t numel(const DLTensor* t) {
   int64_t n = 1;
   for (int i = 0; i < t->ndim; ++i) n *= t->shape[i];
@@ -114,8 +121,7 @@ fusednorm_status make_row_view(const DLTensor* t, const char* name, int bits, Ro
                            uint64_t(t->byte_offset));
   // The largest bit offset: byte_offset * 8 + sum over dims of (n - 1) * stride * bits.
   int64_t span_bits = int64_t(t->byte_offset) * 8;
-  bool empty = false;
-  for (int i = 0; i < t->ndim; ++i) empty = empty || t->shape[i] == 0;
+  const bool empty = is_empty(t);
   for (int i = 0; i < t->ndim && !empty; ++i) {
     int64_t stride, term;
     if (!elem_stride(t, i, &stride) || __builtin_mul_overflow(t->shape[i] - 1, stride, &term) ||
@@ -204,12 +210,6 @@ fusednorm_status make_lead(const DLTensor* t, const char* name, LeadShape* lead)
 // These run after every per-tensor check of a call: make_row_view has proven that each tensor's
 // span fits in 64 bits, and every dimension of more than one element has a stride >= 0.
 
-bool is_empty(const DLTensor* t) {
-  for (int i = 0; i < t->ndim; ++i)
-    if (t->shape[i] == 0) return true;
-  return false;
-}
-
 // The bytes a tensor touches, [lo, hi) as addresses. An empty tensor (a zero dimension) touches
 // none and overlaps nothing.
 struct ByteRange {
@@ -285,6 +285,14 @@ fusednorm_status check_rows_disjoint(const DLTensor* t, const char* name) {
     extent += (t->shape[d] - 1) * strides[d];  // fits: at most the tensor's span
   }
   return FUSEDNORM_SUCCESS;
+}
+
+// "32, 64 and 128": kGroupSizes in words.
+std::string group_sizes_string() {
+  std::string s;
+  const size_t n = sizeof kGroupSizes / sizeof kGroupSizes[0];
+  for (size_t i = 0; i < n; ++i) s += (i == 0 ? "" : i + 1 == n ? " and " : ", ") + std::to_string(kGroupSizes[i]);
+  return s;
 }
 
 #define FN_TRY(expr)                              \
@@ -372,8 +380,8 @@ fusednorm_status rmsnorm_quant_args(const DLTensor* input, const DLTensor* resid
   if (!(o.min_scale >= 0.0f) || isinf(o.min_scale))
     return FN_FAIL_INVALID("options->min_scale = %g: must be finite and >= 0", double(o.min_scale));
   if (o.scale_mode == FUSEDNORM_SCALE_DYNAMIC_GROUP && !is_group_size(o.group_size))
-    return fail(FUSEDNORM_UNSUPPORTED, "options->group_size = %" PRId64 ": DYNAMIC_GROUP supports 32, 64 and 128",
-                o.group_size);
+    return fail(FUSEDNORM_UNSUPPORTED, "options->group_size = %" PRId64 ": DYNAMIC_GROUP supports %s", o.group_size,
+                group_sizes_string().c_str());
   const bool packed = o.scale_placement == FUSEDNORM_SCALES_PACKED_ROW_END;
   if (packed && o.scale_mode != FUSEDNORM_SCALE_DYNAMIC_ROW)
     return fail(FUSEDNORM_UNSUPPORTED, "options->scale_placement = PACKED_ROW_END needs scale_mode DYNAMIC_ROW, not %d",
