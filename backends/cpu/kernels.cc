@@ -444,9 +444,7 @@ void RmsnormQuantRowsT(const RmsnormQuantCall& c, int64_t row_begin, int64_t row
   uint32_t* amax = reinterpret_cast<uint32_t*>(Scratch(3, size_t(units)));
   float* rcp = Scratch(4, size_t(units));
   const float h_f = math::length_f32(h);
-  float static_scale = 0.0f;
-  if (c.mode == FUSEDNORM_SCALE_STATIC) memcpy(&static_scale, c.static_scale, 4);  // any alignment
-  const float static_rcp = c.mode == FUSEDNORM_SCALE_STATIC ? 1.0f / static_scale : 0.0f;
+  const float static_rcp = c.mode == FUSEDNORM_SCALE_STATIC ? 1.0f / static_scale_value(c) : 0.0f;
   const bool clamp = !(c.qclamp == INFINITY);  // clamp_sym with +Inf is the identity
 
   for (int64_t r = row_begin; r < row_end; ++r) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <stdint.h>
+#include <string.h>
 
 #include "core/dtype.h"
 #include "math/quant_math.h"
@@ -67,5 +68,13 @@ struct RmsnormQuantCall {
   RowView scales;                    // dynamic, tensor placement: row view of the scales
   int64_t scale_col_stride = 0;      // bytes between the scales of consecutive groups
 };
+
+// The static scale's value (STATIC mode), read at any alignment: the caller's f32 scalar need not
+// be 4-byte aligned, so it is never dereferenced as a float. (The GPU kernel reads it the same way.)
+inline float static_scale_value(const RmsnormQuantCall& c) {
+  float s;
+  memcpy(&s, c.static_scale, sizeof s);
+  return s;
+}
 
 }  // namespace fusednorm

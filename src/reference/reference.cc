@@ -74,9 +74,7 @@ void rmsnorm_quant_rows(const RmsnormQuantCall& c, int64_t row_begin, int64_t ro
     for (int64_t g0 = 0; g0 < h; g0 += c.group) {
       float rcp;
       if (c.mode == FUSEDNORM_SCALE_STATIC) {
-        float scale;
-        memcpy(&scale, c.static_scale, 4);  // any alignment
-        rcp = div_rn(1.0f, scale);
+        rcp = div_rn(1.0f, static_scale_value(c));
       } else {
         uint32_t amax = 0;
         for (int64_t i = g0; i < g0 + c.group; ++i) amax = abs_bits(y[size_t(i)]) > amax ? abs_bits(y[size_t(i)]) : amax;
