@@ -1,42 +1,40 @@
 #!/usr/bin/env bash
-# Fuzzes the C ABI with libFuzzer (tests/fuzz/fuzz_c_abi.cc) under ASan + UBSan, built with
-# Debian's clang-15 in ${FUZZ_BUILD_DIR:-build-fuzz}/ (reused when it exists; tests/scripts/sanitize.sh
-# passes its ASan + UBSan build, build-asan).
+# Fuzzes the C ABI with libFuzzer (tests/fuzz/fuzz_c_abi.cc) in the ASan + UBSan build of
+# tests/scripts/sanitize.sh (${FUZZ_BUILD_DIR:-build-asan}/, Debian's clang-15; made by
+# `sanitize.sh build` when it does not exist yet).
 #   1. runs every file of tests/fuzz/regressions/ (inputs that once found a bug) once;
 #   2. fuzzes for ${FUZZ_SECONDS:-60} s, starting from a COPY of tests/fuzz/corpus/ (the repo's
-#      corpus is never modified; new inputs stay in $FUZZ_WORK, default build-fuzz/fuzz-work).
+#      corpus is never modified; new inputs stay in $FUZZ_WORK, default build-asan/fuzz-work).
 # Exits non-zero on any crash, sanitizer report or broken invariant; the input that did it is
 # saved as $FUZZ_WORK/run-<date>/crash-* (or timeout-*, oom-*, leak-*).
 #
 # Environment: FUZZ_SECONDS (60), FUZZ_JOBS (1: one process; N: -jobs=N -workers=N), FUZZ_WORK,
-# CXX (/usr/lib/llvm-15/bin/clang++), FUZZ_STRICT_OVERLAP=1 (also compare results of valid calls
+# FUZZ_BUILD_DIR, FUZZ_STRICT_OVERLAP=1 (also compare results of valid calls
 # whose tensors overlap), FUZZ_THREADS (oneTBB threads of the library, 1), FUZZ_NO_TARGETS=1
 # (do not switch the Highway target per input).
 #
 # Long run (one hour, one core; the work corpus grows between runs):
 #   FUZZ_SECONDS=3600 bash tests/scripts/fuzz.sh
 # Reproduce a crash (prints the call that broke an invariant, then the sanitizer's report):
-#   build-fuzz/tests/fuzz/fuzz_c_abi build-fuzz/fuzz-work/run-<date>/crash-<sha1>
+#   build-asan/tests/fuzz/fuzz_c_abi build-asan/fuzz-work/run-<date>/crash-<sha1>
 # Keep it as a regression input (run by step 1 from then on):
-#   cp build-fuzz/fuzz-work/run-<date>/crash-<sha1> tests/fuzz/regressions/<what-it-found>
+#   cp build-asan/fuzz-work/run-<date>/crash-<sha1> tests/fuzz/regressions/<what-it-found>
 # Minimize it first if you like:
-#   build-fuzz/tests/fuzz/fuzz_c_abi -minimize_crash=1 -runs=10000 build-fuzz/fuzz-work/run-<date>/crash-<sha1>
+#   build-asan/tests/fuzz/fuzz_c_abi -minimize_crash=1 -runs=10000 build-asan/fuzz-work/run-<date>/crash-<sha1>
 # Regenerate the seed corpus (tests/fuzz/seeds.inc):
-#   rm -f tests/fuzz/corpus/* && FUZZ_WRITE_SEEDS=tests/fuzz/corpus build-fuzz/tests/fuzz/fuzz_c_abi
+#   rm -f tests/fuzz/corpus/* && FUZZ_WRITE_SEEDS=tests/fuzz/corpus build-asan/tests/fuzz/fuzz_c_abi
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
-BUILD=$ROOT/${FUZZ_BUILD_DIR:-build-fuzz}
+BUILD=$ROOT/${FUZZ_BUILD_DIR:-build-asan}
 FUZZER=$BUILD/tests/fuzz/fuzz_c_abi
 SECONDS_TO_RUN=${FUZZ_SECONDS:-60}
 JOBS=${FUZZ_JOBS:-1}
 WORK=${FUZZ_WORK:-$BUILD/fuzz-work}
-export CXX=${CXX:-/usr/lib/llvm-15/bin/clang++}
 
 if [ ! -f "$BUILD/build.ninja" ]; then
-  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DFUSEDNORM_CUDA=OFF -DFUSEDNORM_HIP=OFF -DFUSEDNORM_BUILD_BENCH=OFF -DFUSEDNORM_BUILD_TESTS=OFF \
-    -DFUSEDNORM_SANITIZE=address,undefined -DFUSEDNORM_FUZZ=ON
+  [ -z "${FUZZ_BUILD_DIR:-}" ] || { echo "fuzz.sh: $BUILD is not a build directory" >&2; exit 2; }
+  bash tests/scripts/sanitize.sh build
 fi
 ninja -j2 -C "$BUILD" fuzz_c_abi
 

@@ -7,7 +7,8 @@
 #      (FUZZ_SECONDS, default 60; tests/scripts/fuzz.sh).
 #   3. ThreadSanitizer build (build-tsan, g++) of the library and the concurrency test, which runs
 #      many threads calling every operation at once.
-# Usage: bash tests/scripts/sanitize.sh [asan] [fuzz] [tsan]   (default: all three)
+# Usage: bash tests/scripts/sanitize.sh [asan] [fuzz] [tsan] [build]   (default: asan fuzz tsan;
+# build: only the ASan + UBSan build, which tests/scripts/fuzz.sh also uses)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source tests/scripts/steps.sh
@@ -23,7 +24,7 @@ common=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=$cxx -DF
 export ASAN_OPTIONS=abort_on_error=1:detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-if want asan || want fuzz; then
+if want asan || want fuzz || want build; then
   step "asan+ubsan: configure and build (clang-15)" bash -c "
     cmake -S . -B build-asan ${common[*]} -DFUSEDNORM_SANITIZE=address,undefined -DFUSEDNORM_FUZZ=ON >/dev/null &&
     cmake --build build-asan"
@@ -33,7 +34,7 @@ if want asan; then
     ctest --test-dir build-asan --output-on-failure -L 'unit|plugin' -j2
 fi
 if want fuzz; then
-  step "fuzz: C ABI, corpus + ${FUZZ_SECONDS:-60} s (asan+ubsan)" env FUZZ_BUILD_DIR=build-asan bash tests/scripts/fuzz.sh
+  step "fuzz: C ABI, corpus + ${FUZZ_SECONDS:-60} s (asan+ubsan)" bash tests/scripts/fuzz.sh
 fi
 if want tsan; then
   # g++: its TSan runtime is a shared library, so libfusednorm.so links as usual. Debian's oneTBB is
