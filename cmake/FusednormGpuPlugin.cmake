@@ -8,6 +8,10 @@
 # compile-only checks of every kernel). backends/cuda/ and backends/hip/ call it and add what
 # only their vendor needs.
 set(FUSEDNORM_GPU_INPUT_DTYPES F32 F16 BF16)  # DType::k<X> of core/dtype.h: every input dtype
+# The operations with a unit of their own: backends/gpu/<op>.cuh holds the operation's kernels and
+# its launcher (declared in backends/gpu/ops.h, put in the table by plugin.cuh); one generated
+# unit each. (rmsnorm_quant's kernels are split by input dtype above.)
+set(FUSEDNORM_GPU_OPS)
 
 function(fusednorm_gpu_plugin name)
   cmake_parse_arguments(A "" "LANGUAGE" "ARCHITECTURES;COMPILE_OPTIONS" ${ARGN})
@@ -36,6 +40,10 @@ FN_INSTANTIATE_RMSNORM_QUANT(DType::k${dt})
 }  // namespace fusednorm
 ")
     list(APPEND sources ${gen}/rmsnorm_quant_${low}.${ext})
+  endforeach()
+  foreach(op IN LISTS FUSEDNORM_GPU_OPS)
+    file(CONFIGURE OUTPUT ${gen}/${op}.${ext} CONTENT "${banner}\n#include \"backends/gpu/${op}.cuh\"\n")
+    list(APPEND sources ${gen}/${op}.${ext})
   endforeach()
   set(all "${banner}\n// Every unit of the plugin in one, for compile-only checks.\n")
   foreach(s IN LISTS sources)

@@ -8,7 +8,5 @@ namespace fusednorm {
 
 void cpu_cast(const CastCall& call);
 void cpu_rmsnorm_quant(const RmsnormQuantCall& call);
-// Name of the Highway target that dispatch picks now ("AVX3", "AVX2", ...).
-const char* cpu_target_name();
 
 }  // namespace fusednorm

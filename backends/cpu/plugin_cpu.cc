@@ -4,11 +4,19 @@
 
 #include <tbb/info.h>
 
+#include "hwy/targets.h"
+
 #include "backends/cpu/cpu_backend.h"
 #include "core/plugin_abi.h"
 
 namespace fusednorm {
 namespace {
+
+const char* cpu_target_name() {
+  // Lower target bits are better; dispatch takes the best target both supported and compiled.
+  const int64_t usable = hwy::SupportedTargets() & HWY_TARGETS;
+  return hwy::TargetName(usable & -usable);
+}
 
 fusednorm_status cpu_init(char*, size_t) { return FUSEDNORM_SUCCESS; }
 int32_t cpu_device_count() { return 1; }

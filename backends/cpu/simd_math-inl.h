@@ -1,4 +1,4 @@
-// Compiled once per Highway target (included from kernels.cc after foreach_target.h).
+// Compiled once per Highway target (included after foreach_target.h by each operation's unit).
 // Vector forms of the shared math in src/math/quant_math.h: the same bit algorithms, lane by
 // lane, so that every target produces exactly the scalar functions' codes. The exhaustive tests
 // (tests/cpu/encoders_exhaustive_test.cc) prove that over all 2^32 f32 inputs on every target.

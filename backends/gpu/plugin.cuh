@@ -11,6 +11,7 @@
 
 #include "backends/gpu/encode.cuh"
 #include "backends/gpu/gpu_runtime.h"
+#include "backends/gpu/host.cuh"
 #include "backends/gpu/kernel_table.cuh"
 #include "backends/gpu/launch.cuh"
 #include "backends/gpu/plan.h"
@@ -29,22 +30,7 @@ namespace {
 
 constexpr int64_t kMaxRowElements = int64_t(kMaxSteps) * math::kMaxPartials;  // 32768
 
-fusednorm_status say(fusednorm_status st, char* msg, size_t n, const char* fmt, ...) {
-  va_list args;
-  va_start(args, fmt);
-  vsnprintf(msg, n, fmt, args);
-  va_end(args);
-  return st;
-}
-
-fusednorm_status vendor_error(gpuError_t e, const char* what, char* msg, size_t n) {
-  return say(FUSEDNORM_DEVICE_ERROR, msg, n, "%s: " FN_GPU_VENDOR " error %d (%s): %s", what, int(e),
-             gpuGetErrorName(e), gpuGetErrorString(e));
-}
-
 int32_t g_device_count = 0;
-
-std::vector<DeviceFacts> g_devices;
 
 fusednorm_status plugin_init(char* msg, size_t n) {
   int count = 0;
@@ -87,20 +73,6 @@ void plugin_describe(int32_t id, char* msg, size_t n) {
   snprintf(msg, n, "%s, compute capability %d.%d, %d multiprocessors, %.1f GiB, %d device(s)", prop.name, prop.major,
            prop.minor, prop.multiProcessorCount, double(prop.totalGlobalMem) / (1u << 30), g_device_count);
 }
-
-// Makes `device` current for the launch and restores the caller's device afterwards.
-struct DeviceGuard {
-  int previous = -1;
-  gpuError_t error = gpuSuccess;
-  explicit DeviceGuard(int device) {
-    error = gpuGetDevice(&previous);
-    if (error == gpuSuccess && previous != device) error = gpuSetDevice(device);
-  }
-  ~DeviceGuard() {
-    int now = -1;
-    if (previous >= 0 && gpuGetDevice(&now) == gpuSuccess && now != previous) (void)gpuSetDevice(previous);
-  }
-};
 
 fusednorm_status plugin_rmsnorm_quant(const RmsnormQuantCall* call, int32_t device, void* stream, char* msg,
                                       size_t n) {

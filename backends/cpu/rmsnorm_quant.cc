@@ -1,0 +1,259 @@
+// Compiled once per Highway target (foreach_target.h re-includes this file), then once more
+// with HWY_ONCE for the dispatch table and the oneTBB driver.
+// rmsnorm_quant on the CPU: per row the residual add and canonical sum of squares (rows-inl.h),
+// then per unit (row or group) the y pass with |y| max, the scale (shared math), the codes.
+
+#include <math.h>
+#include <string.h>
+
+#include <algorithm>
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "backends/cpu/rmsnorm_quant.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include "backends/cpu/rows-inl.h"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace fusednorm {
+namespace HWY_NAMESPACE {
+
+// Output encoders. EncodeNoNaN<kSaturate>: inputs are never NaN, and with !kSaturate every |v|
+// has bits below kNoSatBits (then the saturation step cannot change a code).
+template <class F>
+struct OutMini {
+  static constexpr uint32_t kNoSatBits = MiniNoSatBits<F>();
+  static HWY_INLINE VU Encode(VF v) { return EncodeMini<F, false>(v); }
+  template <bool kSaturate>
+  static HWY_INLINE VU EncodeNoNaN(VF v) { return EncodeMiniNoNaN<F, kSaturate>(v); }
+};
+struct OutInt8 {
+  static constexpr uint32_t kNoSatBits = 0x42FF0000u;  // 127.5
+  static HWY_INLINE VU Encode(VF v) { return EncodeInt8(v); }
+  template <bool kSaturate>
+  static HWY_INLINE VU EncodeNoNaN(VF v) { return EncodeInt8NoNaN<kSaturate>(v); }
+};
+
+// y over [begin, end) into y[begin...] (lanes past `end` of the last vector: whatever (x * inv) * g
+// gives for x = g = 0); returns the max of bits(y) & 0x7FFFFFFF over [begin, end).
+template <class InT>
+HWY_INLINE uint32_t YAbsMax(const char* x, const float* g, VF inv, float* y, int64_t begin, int64_t end,
+                            const NextRow& next) {
+  const DF df;
+  const DI di;
+  const int64_t n = int64_t(hn::Lanes(df));
+  VI m0 = hn::Zero(di), m1 = hn::Zero(di);
+  int64_t i = begin;
+  for (; i + 2 * n <= end; i += 2 * n) {
+    next.First(i, i + 2 * n);
+    const VF y0 = hn::Mul(hn::Mul(InT::Load(x, i), inv), hn::LoadU(df, g + i));
+    const VF y1 = hn::Mul(hn::Mul(InT::Load(x, i + n), inv), hn::LoadU(df, g + i + n));
+    hn::StoreU(y0, df, y + i);
+    hn::StoreU(y1, df, y + i + n);
+    m0 = AbsMaxAcc(m0, y0);
+    m1 = AbsMaxAcc(m1, y1);
+  }
+  for (; i < end; i += n) {
+    VF y0 = hn::Mul(hn::Mul(InT::LoadUpTo(x, i, end), inv), hn::LoadU(df, g + i));
+    hn::StoreU(y0, df, y + i);
+    if (i + n > end) y0 = hn::IfThenElseZero(hn::FirstN(df, size_t(end - i)), y0);  // lanes past the unit
+    m0 = AbsMaxAcc(m0, y0);
+  }
+  return uint32_t(hn::GetLane(hn::MaxOfLanes(di, hn::Max(m0, m1))));
+}
+
+// Codes of y[begin, end) * rcp, clamped to [-qclamp, qclamp] when kClamp. kNoNaN: no y * rcp is
+// NaN (a finite unit with a finite rcp >= 0), so the encoder's NaN branch is left out; with
+// kNoNaN and !kSat, also its saturation step (every |y * rcp| is known to stay below the
+// encoder's saturation threshold).
+template <class OutT, bool kNoNaN, bool kSat, bool kClamp>
+HWY_INLINE void EncodeUnit(const float* y, float rcp, float qclamp, char* out, int64_t begin, int64_t end,
+                           const NextRow& next) {
+  const DF df;
+  const int64_t n = int64_t(hn::Lanes(df));
+  const VF vr = hn::Set(df, rcp), hi = hn::Set(df, qclamp), lo = hn::Set(df, -qclamp);
+  const auto enc = [&](int64_t i) {
+    VF v = hn::Mul(hn::LoadU(df, y + i), vr);
+    if (kClamp) {
+      // clamp_sym: NaN passes through (compare-and-select); without NaN, and with qclamp > 0
+      // (no tie between signed zeros), min/max give the same values.
+      if (kNoNaN) v = hn::Min(hn::Max(v, lo), hi);
+      else v = hn::IfThenElse(hn::Gt(v, hi), hi, hn::IfThenElse(hn::Lt(v, lo), lo, v));
+    }
+    if (kNoNaN) return OutT::template EncodeNoNaN<kSat>(v);
+    return OutT::Encode(v);
+  };
+  int64_t i = begin;
+  for (; i + 4 * n <= end; i += 4 * n) {
+    next.Second(i, i + 4 * n);
+    StoreCodes4x1(enc(i), enc(i + n), enc(i + 2 * n), enc(i + 3 * n), out, i);
+  }
+  next.Second(i, end);
+  for (; i + n <= end; i += n) StoreCodes<1>(enc(i), out, i);
+  if (i < end) {
+    HWY_ALIGN char buf[kMaxLaneBytes];
+    StoreCodes<1>(enc(i), buf, 0);
+    memcpy(out + i, buf, size_t(end - i));
+  }
+}
+
+// Picks the encoder variant of a unit. amax: max of bits(|y|) over the unit (kF32InfBits and
+// above: a NaN or Inf in y).
+template <class OutT>
+HWY_INLINE void EncodeUnitAny(uint32_t amax, bool clamp, const float* y, float rcp, float qclamp, char* out,
+                              int64_t begin, int64_t end, const NextRow& next) {
+  const uint32_t rcp_abs = math::bits_of(rcp) & math::kF32AbsMask;
+  if (amax < math::kF32InfBits && rcp_abs < math::kF32InfBits) {
+    // Finite y times a finite rcp: no y * rcp is NaN. Rounding is monotonic and symmetric, so
+    // every |y * rcp| <= |amax * rcp|; a clamp bounds them by qclamp <= qmax_T (validation).
+    if (clamp) {
+      EncodeUnit<OutT, true, false, true>(y, rcp, qclamp, out, begin, end, next);
+    } else if (math::bits_of(math::mul_rn(math::float_of(amax), math::float_of(rcp_abs))) < OutT::kNoSatBits) {
+      EncodeUnit<OutT, true, false, false>(y, rcp, qclamp, out, begin, end, next);
+    } else {
+      EncodeUnit<OutT, true, true, false>(y, rcp, qclamp, out, begin, end, next);
+    }
+  } else {
+    if (clamp) EncodeUnit<OutT, false, true, true>(y, rcp, qclamp, out, begin, end, next);
+    else EncodeUnit<OutT, false, true, false>(y, rcp, qclamp, out, begin, end, next);
+  }
+}
+
+// scale_row: the row's scales (tensor placement) or its output row (packed: bytes h..h+3).
+// The y pass of a row in units of `unit` elements (the row, or its groups): y into y[0, h),
+// amax[k] = the max of bits(|y|) & 0x7FFFFFFF over unit k.
+template <class InT>
+HWY_NOINLINE void YAbsMaxUnits(const char* x, const float* g, VF inv, float* y, int64_t h, int64_t unit,
+                               uint32_t* amax, const NextRow& next) {
+  for (int64_t b = 0, k = 0; b < h; b += unit, ++k) amax[k] = YAbsMax<InT>(x, g, inv, y, b, b + unit, next);
+}
+
+// The encode pass of a row in units (see YAbsMaxUnits), unit k with multiplier rcp[k].
+template <class OutT>
+HWY_NOINLINE void EncodeUnits(const float* y, const float* rcp, const uint32_t* amax, bool clamp, float qclamp,
+                              char* out, int64_t h, int64_t unit, const NextRow& next) {
+  for (int64_t b = 0, k = 0; b < h; b += unit, ++k)
+    EncodeUnitAny<OutT>(amax[k], clamp, y, rcp[k], qclamp, out, b, b + unit, next);
+}
+
+HWY_INLINE void StoreScale(const RmsnormQuantCall& c, char* scale_row, int64_t group, uint32_t stored) {
+  if (c.packed) {
+    memcpy(scale_row + c.h, &stored, 4);  // little-endian hosts only
+    return;
+  }
+  static constexpr DType kScaleDType[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kE8M0};
+  store_code(kScaleDType[int(c.scale_type)], scale_row + group * c.scale_col_stride, 0, stored);
+}
+
+// g: gamma' (GammaPrime), padded with zeros to a whole vector.
+template <class InT, class OutT>
+void RmsnormQuantRowsT(const RmsnormQuantCall& c, int64_t row_begin, int64_t row_end, const float* g) {
+  const DF df;
+  const int64_t n = int64_t(hn::Lanes(df));
+  const int64_t h = c.h;
+  const int64_t h_pad = (h + n - 1) / n * n;
+  float* part = Scratch(1, size_t(math::reduction_partials(h)));
+  float* y = Scratch(2, size_t(h_pad));
+  // The unit of a scale: the row in static and per-row modes (group == h), else each group.
+  const int64_t unit = c.mode == FUSEDNORM_SCALE_STATIC ? h : c.group;
+  const int64_t units = h / unit;
+  // Per unit of a row: the max of bits(|y|) and the multiplier.
+  uint32_t* amax = reinterpret_cast<uint32_t*>(Scratch(3, size_t(units)));
+  float* rcp = Scratch(4, size_t(units));
+  const float h_f = math::length_f32(h);
+  const float static_rcp = c.mode == FUSEDNORM_SCALE_STATIC ? 1.0f / static_scale_value(c) : 0.0f;
+  const bool clamp = !(c.qclamp == INFINITY);  // clamp_sym with +Inf is the identity
+
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const char* x = row_ptr(c.lead, c.in, r);
+    char* out = row_ptr(c.lead, c.out, r);
+    // Also past the block: the thread's next block usually starts there.
+    NextRow next;
+    if (r + 1 < c.lead.rows) {
+      next.p0 = row_ptr(c.lead, c.in, r + 1);
+      next.p1 = c.res.data != nullptr ? row_ptr(c.lead, c.res, r + 1) : nullptr;
+      next.elem_bytes = InT::kBytes;
+      next.bytes = h * InT::kBytes;
+    }
+    float inv_s = 1.0f;
+    if (c.res.data != nullptr) {
+      char* res = row_ptr(c.lead, c.res, r);
+      if (c.norm == FUSEDNORM_NORM_RMS) inv_s = math::inv_rms(SumSquares<InT, true>(x, res, h, part), h_f, c.eps);
+      else ResidualRow<InT>(x, res, h);
+      x = res;  // the rounded sum is what gets normalized
+    } else if (c.norm == FUSEDNORM_NORM_RMS) {
+      inv_s = math::inv_rms(SumSquares<InT, false>(x, nullptr, h, part), h_f, c.eps);
+    }
+    const VF inv = hn::Set(df, inv_s);
+    // The y pass of all units, then their scales (independent divisions, which pipeline), then
+    // the codes.
+    YAbsMaxUnits<InT>(x, g, inv, y, h, unit, amax, next);
+    if (c.mode == FUSEDNORM_SCALE_STATIC) {
+      rcp[0] = static_rcp;
+    } else {
+      char* scale_row = c.packed ? out : row_ptr(c.lead, c.scales, r);
+      for (int64_t k = 0; k < units; ++k) {
+        const math::DynamicScale s = math::dynamic_scale(amax[k], c.qmax, c.scale_ub, c.min_scale, c.scale_type);
+        StoreScale(c, scale_row, k, s.stored);
+        rcp[k] = s.r;
+      }
+    }
+    EncodeUnits<OutT>(y, rcp, amax, clamp, c.qclamp, out, h, unit, next);
+  }
+}
+
+template <class InT>
+void RmsnormQuantRowsIn(const RmsnormQuantCall& c, int64_t row_begin, int64_t row_end, const float* g) {
+  switch (c.out_type) {
+#define FN_MINIFLOAT(name, ...) \
+  case DType::k_##name: return RmsnormQuantRowsT<InT, OutMini<math::name>>(c, row_begin, row_end, g);
+#include "math/formats.inc"
+#undef FN_MINIFLOAT
+    case DType::kI8: return RmsnormQuantRowsT<InT, OutInt8>(c, row_begin, row_end, g);
+    default: return;  // validation admits no other output
+  }
+}
+
+// call_id: unique per call (never 0), so that a thread decodes gamma' once per call, however
+// many row blocks of the call it runs (the weights cannot change during a call).
+void RmsnormQuantRows(const RmsnormQuantCall& c, int64_t row_begin, int64_t row_end, uint64_t call_id) {
+  const int64_t n = int64_t(hn::Lanes(DF()));
+  const int64_t h_pad = (c.h + n - 1) / n * n;
+  // gamma' = f32(w) + offset; quant-only uses gamma' = 1 and inv = 1, which leaves y = x bit for
+  // bit.
+  thread_local uint64_t gamma_call = 0;
+  float* g = Scratch(0, size_t(h_pad));
+  if (gamma_call != call_id) {
+    GammaPrime(c.w_type, c.norm == FUSEDNORM_NORM_RMS ? c.weight : nullptr, c.weight_offset, g, c.h, h_pad);
+    gamma_call = call_id;
+  }
+  switch (c.in_type) {
+    case DType::kF32: return RmsnormQuantRowsIn<InF32>(c, row_begin, row_end, g);
+    case DType::kF16: return RmsnormQuantRowsIn<InF16>(c, row_begin, row_end, g);
+    default: return RmsnormQuantRowsIn<InBF16>(c, row_begin, row_end, g);
+  }
+}
+
+
+}  // namespace HWY_NAMESPACE
+}  // namespace fusednorm
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/parallel.h"
+
+namespace fusednorm {
+
+HWY_EXPORT(RmsnormQuantRows);
+
+void cpu_rmsnorm_quant(const RmsnormQuantCall& call) {
+  if (call.h == 0) return;
+  const uint64_t call_id = next_call_id();
+  parallel_rows(call.lead.rows, block_rows(call.lead.rows, call.h),
+                [&](int64_t r0, int64_t r1) { HWY_DYNAMIC_DISPATCH(RmsnormQuantRows)(call, r0, r1, call_id); });
+}
+
+}  // namespace fusednorm
+#endif  // HWY_ONCE

@@ -1,0 +1,250 @@
+// Compiled once per Highway target (included after foreach_target.h by each operation's unit).
+// The row machinery every CPU operation shares: thread scratch, input loads (with the residual
+// add), the canonical sum of squares (docs/numerics.md §2), gamma', the integer |y| max and the
+// next-row prefetch. The operations' own passes live in their units (rmsnorm_quant.cc, ...).
+
+#if defined(FUSEDNORM_CPU_ROWS_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef FUSEDNORM_CPU_ROWS_INL_H_
+#undef FUSEDNORM_CPU_ROWS_INL_H_
+#else
+#define FUSEDNORM_CPU_ROWS_INL_H_
+#endif
+
+#include <string.h>
+
+#include <algorithm>
+
+#include "backends/cpu/simd_math-inl.h"
+#include "core/call.h"
+#include "core/elements.h"
+#include "hwy/aligned_allocator.h"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace fusednorm {
+namespace HWY_NAMESPACE {
+
+constexpr size_t kMaxLaneBytes = HWY_MAX_BYTES;  // widest vector of any target, in bytes
+
+constexpr size_t kScratchSlots = 8;
+// A thread's scratch floats (slot < kScratchSlots; slot 0 is the per-call gamma' cache of
+// the operation running on the thread), grown on demand and kept for the thread's life.
+HWY_INLINE float* Scratch(size_t slot, size_t n) {
+  thread_local hwy::AlignedFreeUniquePtr<float[]> buf[kScratchSlots];
+  thread_local size_t cap[kScratchSlots] = {};
+  if (cap[slot] < n) {
+    buf[slot] = hwy::AllocateAligned<float>(n);
+    cap[slot] = n;
+  }
+  return buf[slot].get();
+}
+
+// The input dtype: vector load as f32, and the residual sum's store-and-round.
+template <class Tag, DType kType>
+struct In {
+  static constexpr DType kDType = kType;
+  static constexpr int kBytes = kType == DType::kF32 ? 4 : 2;
+  static HWY_INLINE VF Load(const char* row, int64_t i) { return InputLoader<Tag>::Load(row, i); }
+  // Loads lanes [i, end) and zeros beyond (end - i < Lanes).
+  static HWY_INLINE VF LoadUpTo(const char* row, int64_t i, int64_t end) {
+    const int64_t n = int64_t(hn::Lanes(DF()));
+    if (i + n <= end) return Load(row, i);
+    HWY_ALIGN char buf[kMaxLaneBytes] = {};
+    memcpy(buf, row + i * kBytes, size_t((end - i) * kBytes));
+    return Load(buf, 0);
+  }
+  // Rounds v to the dtype, stores the codes, returns the rounded value as f32.
+  static HWY_INLINE VF RoundStore(VF v, char* row, int64_t i, int64_t end) {
+    const int64_t n = int64_t(hn::Lanes(DF()));
+    VU code;
+    if (kType == DType::kF32) code = EncodeF32<false>(v);
+    else if (kType == DType::kF16) code = EncodeF16<false>(v);
+    else code = EncodeBF16<false>(v);
+    if (i + n <= end) {
+      StoreCodes<kBytes>(code, row, i);
+    } else {
+      HWY_ALIGN char buf[kMaxLaneBytes];
+      StoreCodes<kBytes>(code, buf, 0);
+      memcpy(row + i * kBytes, buf, size_t((end - i) * kBytes));
+    }
+    if (kType == DType::kF32) return hn::BitCast(DF(), code);
+    if (kType == DType::kF16) return DecodeF16(code);
+    return hn::BitCast(DF(), hn::ShiftLeft<16>(code));
+  }
+};
+using InF32 = In<float, DType::kF32>;
+using InF16 = In<F16Tag, DType::kF16>;
+using InBF16 = In<BF16Tag, DType::kBF16>;
+
+// One level of the pairwise tree on 2 * Lanes consecutive partials: lane j of the result is
+// lo[2j] + lo[2j+1] (j < Lanes/2), then hi's pairs (docs/numerics.md §2).
+HWY_INLINE VF PairSums(VF lo, VF hi) {
+#if HWY_TARGET == HWY_SCALAR
+  return hn::Add(lo, hi);
+#else
+  const DF df;
+  return hn::Add(hn::ConcatEven(df, hi, lo), hn::ConcatOdd(df, hi, lo));
+#endif
+}
+
+// Element i.. of x: the input, or with a residual the rounded sum in + res, written to res.
+template <class InT, bool kRes>
+HWY_INLINE VF LoadX(const char* in, char* res, int64_t i) {
+  if (!kRes) return InT::Load(in, i);
+  const int64_t n = int64_t(hn::Lanes(DF()));
+  return InT::RoundStore(hn::Add(InT::Load(in, i), InT::Load(res, i)), res, i, i + n);
+}
+template <class InT, bool kRes>
+HWY_NOINLINE VF LoadXUpTo(const char* in, char* res, int64_t i, int64_t end) {
+  if (!kRes) return InT::LoadUpTo(in, i, end);
+  return InT::RoundStore(hn::Add(InT::LoadUpTo(in, i, end), InT::LoadUpTo(res, i, end)), res, i, end);
+}
+
+// The residual update alone (quant-only rows).
+template <class InT>
+HWY_NOINLINE void ResidualRow(const char* in, char* res, int64_t h) {
+  const int64_t n = int64_t(hn::Lanes(DF()));
+  int64_t i = 0;
+  for (; i + n <= h; i += n) (void)LoadX<InT, true>(in, res, i);
+  if (i < h) (void)LoadXUpTo<InT, true>(in, res, i, h);
+}
+
+// Canonical sum of squares of a row (docs/numerics.md §2), fused with the residual update when
+// kRes. The P strided partials live in registers, 8 vectors (8 * Lanes consecutive partials) at
+// a time: for each such chunk, every step k adds x[k*P + ...]^2, then the first 3 tree levels run
+// in registers (the tree pairs adjacent partials, so an aligned chunk reduces on its own) and
+// the chunk's Lanes level-3 partials go to `part`; the remaining levels run there.
+template <class InT, bool kRes>
+HWY_NOINLINE float SumSquares(const char* in, char* res, int64_t h, float* part) {
+  const DF df;
+  const int64_t n = int64_t(hn::Lanes(df));
+  const int64_t p_count = math::reduction_partials(h);
+  if (p_count < n || p_count % n != 0) {
+    if (kRes) ResidualRow<InT>(in, res, h);
+    const char* x = kRes ? res : in;
+    HWY_ALIGN float lane[kMaxLaneBytes / 4];
+    return math::sum_squares_canonical(
+        [&](int64_t i) {
+          hn::Store(InT::LoadUpTo(x, i, i + 1), df, lane);
+          return lane[0];
+        },
+        h, part);
+  }
+  constexpr int64_t kK = 8;  // vectors of partials per chunk
+  int64_t count = p_count;
+  if (p_count >= kK * n) {
+    for (int64_t c = 0; c < p_count; c += kK * n) {
+      // Eight named accumulators (an array indexed in a loop with an early exit ends up on the
+      // stack).
+      VF a0 = hn::Zero(df), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+      const auto sq = [&](VF v) { return hn::Mul(v, v); };
+      for (int64_t base = c; base < h; base += p_count) {
+        if (base + kK * n <= h) {
+          a0 = hn::Add(a0, sq(LoadX<InT, kRes>(in, res, base)));
+          a1 = hn::Add(a1, sq(LoadX<InT, kRes>(in, res, base + n)));
+          a2 = hn::Add(a2, sq(LoadX<InT, kRes>(in, res, base + 2 * n)));
+          a3 = hn::Add(a3, sq(LoadX<InT, kRes>(in, res, base + 3 * n)));
+          a4 = hn::Add(a4, sq(LoadX<InT, kRes>(in, res, base + 4 * n)));
+          a5 = hn::Add(a5, sq(LoadX<InT, kRes>(in, res, base + 5 * n)));
+          a6 = hn::Add(a6, sq(LoadX<InT, kRes>(in, res, base + 6 * n)));
+          a7 = hn::Add(a7, sq(LoadX<InT, kRes>(in, res, base + 7 * n)));
+        } else {  // the last step of a row whose length is not a multiple of P
+          const auto part_sq = [&](int64_t k) {
+            return base + k * n < h ? sq(LoadXUpTo<InT, kRes>(in, res, base + k * n, h)) : hn::Zero(df);
+          };
+          // Adding +0 to a partial (>= +0 or NaN) leaves it unchanged.
+          a0 = hn::Add(a0, part_sq(0));
+          a1 = hn::Add(a1, part_sq(1));
+          a2 = hn::Add(a2, part_sq(2));
+          a3 = hn::Add(a3, part_sq(3));
+          a4 = hn::Add(a4, part_sq(4));
+          a5 = hn::Add(a5, part_sq(5));
+          a6 = hn::Add(a6, part_sq(6));
+          a7 = hn::Add(a7, part_sq(7));
+        }
+      }
+      const VF l1a = PairSums(a0, a1), l1b = PairSums(a2, a3), l1c = PairSums(a4, a5), l1d = PairSums(a6, a7);
+      hn::Store(PairSums(PairSums(l1a, l1b), PairSums(l1c, l1d)), df, part + c / kK);
+    }
+    count = p_count / kK;
+  } else {
+    for (int64_t p = 0; p < p_count; p += n) hn::Store(hn::Zero(df), df, part + p);
+    for (int64_t base = 0; base < h; base += p_count) {
+      const int64_t stop = std::min(p_count, h - base);
+      for (int64_t j = 0; j < stop; j += n) {
+        const VF v = LoadXUpTo<InT, kRes>(in, res, base + j, h);
+        hn::Store(hn::Add(hn::Load(df, part + j), hn::Mul(v, v)), df, part + j);
+      }
+    }
+  }
+#if HWY_TARGET != HWY_SCALAR
+  for (; count >= 2 * n; count /= 2) {
+    for (int64_t k = 0; k < count; k += 2 * n)
+      hn::Store(PairSums(hn::Load(df, part + k), hn::Load(df, part + k + n)), df, part + k / 2);
+  }
+#endif
+  for (; count > 1; count /= 2)
+    for (int64_t j = 0; j < count / 2; ++j) part[j] = part[2 * j] + part[2 * j + 1];
+  return part[0];
+}
+
+// Lane-wise max of bits(|.|) as integers: exact, and NaN / Inf sort above every finite value
+// (VRANGEPS would be one instruction, but it returns the number when the other operand is a
+// quiet NaN).
+HWY_INLINE VI AbsMaxAcc(VI m, VF y) {
+  const DI di;
+  return hn::Max(m, hn::And(hn::BitCast(di, y), hn::Set(di, int32_t(math::kF32AbsMask))));
+}
+
+// Software prefetch (into L2) of the row(s) that the next row's first pass reads: the y pass
+// asks for the first half of their bytes and the encode pass for the second half, each in step
+// with its own progress over [0, h), so that the misses spread over the whole row and the first
+// pass of the next row finds its data in cache.
+struct NextRow {
+  const char* p0 = nullptr;  // the next row's input (null: nothing to prefetch)
+  const char* p1 = nullptr;  // its residual, or null
+  int64_t elem_bytes = 0;    // bytes per element of those rows
+  int64_t bytes = 0;         // bytes per row
+  HWY_INLINE void Range(int64_t lo, int64_t hi) const {
+    if (p0 == nullptr) return;
+    for (int64_t b = (lo + 63) & ~int64_t(63); b < hi; b += 64) {
+      __builtin_prefetch(p0 + b, 0, 2);
+      if (p1 != nullptr) __builtin_prefetch(p1 + b, 0, 2);
+    }
+  }
+  // The pass has reached elements [i, j) of the current row.
+  HWY_INLINE void First(int64_t i, int64_t j) const { Range(i * elem_bytes / 2, j * elem_bytes / 2); }
+  HWY_INLINE void Second(int64_t i, int64_t j) const {
+    Range(bytes / 2 + i * elem_bytes / 2, bytes / 2 + j * elem_bytes / 2);
+  }
+};
+
+// g[i] = f32(w_i) + offset for i < h, zeros up to h_pad.
+template <class Tag>
+HWY_INLINE int64_t GammaPrimeT(const char* w, float offset, float* g, int64_t h) {
+  const DF df;
+  const int64_t n = int64_t(hn::Lanes(df));
+  const VF off = hn::Set(df, offset);
+  int64_t i = 0;
+  for (; i + n <= h; i += n) hn::Store(hn::Add(InputLoader<Tag>::Load(w, i), off), df, g + i);
+  return i;
+}
+// w == nullptr (quant-only): g[i] = 1.
+inline HWY_NOINLINE void GammaPrime(DType w_type, const char* w, float offset, float* g, int64_t h, int64_t h_pad) {
+  int64_t i = 0;
+  if (w == nullptr) {
+    for (; i < h; ++i) g[i] = 1.0f;
+  } else {
+    if (w_type == DType::kBF16) i = GammaPrimeT<BF16Tag>(w, offset, g, h);
+    else if (w_type == DType::kF32) i = GammaPrimeT<float>(w, offset, g, h);
+    else if (w_type == DType::kF16) i = GammaPrimeT<F16Tag>(w, offset, g, h);
+    for (; i < h; ++i) g[i] = math::add_rn(decode(w_type, load_code(w_type, w, i)), offset);
+  }
+  for (; i < h_pad; ++i) g[i] = 0.0f;
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace fusednorm
+HWY_AFTER_NAMESPACE();
+
+#endif  // FUSEDNORM_CPU_ROWS_INL_H_

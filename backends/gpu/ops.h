@@ -1,0 +1,17 @@
+// The launchers of the operations that have a unit of their own (backends/gpu/<op>.cuh, listed in
+// FUSEDNORM_GPU_OPS of cmake/FusednormGpuPlugin.cmake), for plugin.cuh's table. Each has the
+// table's signature (core/plugin_abi.h): the call arrives validated; enqueue on `stream`, no
+// allocation, no synchronization; DEVICE_ERROR or UNSUPPORTED with text in msg.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/call.h"
+#include "fusednorm/fusednorm.h"
+
+namespace fusednorm {
+namespace gpu {
+
+}  // namespace gpu
+}  // namespace fusednorm
