@@ -150,4 +150,29 @@ fusednorm_status fusednorm_rmsnorm_quant(const DLTensor* input, DLTensor* residu
   });
 }
 
+fusednorm_status fusednorm_rmsnorm_fp4(const DLTensor* input, DLTensor* residual, const DLTensor* weight,
+                                       DLTensor* output, DLTensor* scales, const DLTensor* global_scale,
+                                       const fusednorm_rmsnorm_fp4_options* options, void* stream) {
+  return guarded([&] {
+    RmsnormFp4Call call;
+    CallDevice dev;
+    const fusednorm_status st =
+        validate_rmsnorm_fp4(input, residual, weight, output, scales, global_scale, options, &call, &dev);
+    if (st != FUSEDNORM_SUCCESS) return st;
+    return run(dev, call, stream, &fusednorm_plugin::rmsnorm_fp4);
+  });
+}
+
+fusednorm_status fusednorm_dequantize_fp4(const DLTensor* codes, const DLTensor* scales, const DLTensor* global_scale,
+                                          DLTensor* output, const fusednorm_dequantize_fp4_options* options,
+                                          void* stream) {
+  return guarded([&] {
+    DequantizeFp4Call call;
+    CallDevice dev;
+    const fusednorm_status st = validate_dequantize_fp4(codes, scales, global_scale, output, options, &call, &dev);
+    if (st != FUSEDNORM_SUCCESS) return st;
+    return run(dev, call, stream, &fusednorm_plugin::dequantize_fp4);
+  });
+}
+
 }  // extern "C"

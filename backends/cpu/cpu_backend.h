@@ -8,5 +8,7 @@ namespace fusednorm {
 
 void cpu_cast(const CastCall& call);
 void cpu_rmsnorm_quant(const RmsnormQuantCall& call);
+void cpu_rmsnorm_fp4(const RmsnormFp4Call& call);
+void cpu_dequantize_fp4(const DequantizeFp4Call& call);
 
 }  // namespace fusednorm

@@ -33,6 +33,15 @@ fusednorm_status cpu_rmsnorm_quant_entry(const RmsnormQuantCall* call, int32_t, 
   return FUSEDNORM_SUCCESS;
 }
 
+fusednorm_status cpu_rmsnorm_fp4_entry(const RmsnormFp4Call* call, int32_t, void*, char*, size_t) {
+  cpu_rmsnorm_fp4(*call);
+  return FUSEDNORM_SUCCESS;
+}
+fusednorm_status cpu_dequantize_fp4_entry(const DequantizeFp4Call* call, int32_t, void*, char*, size_t) {
+  cpu_dequantize_fp4(*call);
+  return FUSEDNORM_SUCCESS;
+}
+
 const fusednorm_plugin kCpuBackend = {
     FUSEDNORM_PLUGIN_ABI_VERSION,
     uint32_t(sizeof(fusednorm_plugin)),
@@ -47,6 +56,8 @@ const fusednorm_plugin kCpuBackend = {
     cpu_rmsnorm_quant_entry,
     nullptr,  // verify_encoders: the CPU's encoders are proven by tests/cpu/encoders_exhaustive_test.cc
     cpu_target_name,
+    cpu_rmsnorm_fp4_entry,
+    cpu_dequantize_fp4_entry,
 };
 
 }  // namespace

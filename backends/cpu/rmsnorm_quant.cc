@@ -35,34 +35,6 @@ struct OutInt8 {
   static HWY_INLINE VU EncodeNoNaN(VF v) { return EncodeInt8NoNaN<kSaturate>(v); }
 };
 
-// y over [begin, end) into y[begin...] (lanes past `end` of the last vector: whatever (x * inv) * g
-// gives for x = g = 0); returns the max of bits(y) & 0x7FFFFFFF over [begin, end).
-template <class InT>
-HWY_INLINE uint32_t YAbsMax(const char* x, const float* g, VF inv, float* y, int64_t begin, int64_t end,
-                            const NextRow& next) {
-  const DF df;
-  const DI di;
-  const int64_t n = int64_t(hn::Lanes(df));
-  VI m0 = hn::Zero(di), m1 = hn::Zero(di);
-  int64_t i = begin;
-  for (; i + 2 * n <= end; i += 2 * n) {
-    next.First(i, i + 2 * n);
-    const VF y0 = hn::Mul(hn::Mul(InT::Load(x, i), inv), hn::LoadU(df, g + i));
-    const VF y1 = hn::Mul(hn::Mul(InT::Load(x, i + n), inv), hn::LoadU(df, g + i + n));
-    hn::StoreU(y0, df, y + i);
-    hn::StoreU(y1, df, y + i + n);
-    m0 = AbsMaxAcc(m0, y0);
-    m1 = AbsMaxAcc(m1, y1);
-  }
-  for (; i < end; i += n) {
-    VF y0 = hn::Mul(hn::Mul(InT::LoadUpTo(x, i, end), inv), hn::LoadU(df, g + i));
-    hn::StoreU(y0, df, y + i);
-    if (i + n > end) y0 = hn::IfThenElseZero(hn::FirstN(df, size_t(end - i)), y0);  // lanes past the unit
-    m0 = AbsMaxAcc(m0, y0);
-  }
-  return uint32_t(hn::GetLane(hn::MaxOfLanes(di, hn::Max(m0, m1))));
-}
-
 // Codes of y[begin, end) * rcp, clamped to [-qclamp, qclamp] when kClamp. kNoNaN: no y * rcp is
 // NaN (a finite unit with a finite rcp >= 0), so the encoder's NaN branch is left out; with
 // kNoNaN and !kSat, also its saturation step (every |y * rcp| is known to stay below the
@@ -120,15 +92,6 @@ HWY_INLINE void EncodeUnitAny(uint32_t amax, bool clamp, const float* y, float r
   }
 }
 
-// scale_row: the row's scales (tensor placement) or its output row (packed: bytes h..h+3).
-// The y pass of a row in units of `unit` elements (the row, or its groups): y into y[0, h),
-// amax[k] = the max of bits(|y|) & 0x7FFFFFFF over unit k.
-template <class InT>
-HWY_NOINLINE void YAbsMaxUnits(const char* x, const float* g, VF inv, float* y, int64_t h, int64_t unit,
-                               uint32_t* amax, const NextRow& next) {
-  for (int64_t b = 0, k = 0; b < h; b += unit, ++k) amax[k] = YAbsMax<InT>(x, g, inv, y, b, b + unit, next);
-}
-
 // The encode pass of a row in units (see YAbsMaxUnits), unit k with multiplier rcp[k].
 template <class OutT>
 HWY_NOINLINE void EncodeUnits(const float* y, const float* rcp, const uint32_t* amax, bool clamp, float qclamp,
@@ -177,14 +140,8 @@ void RmsnormQuantRowsT(const RmsnormQuantCall& c, int64_t row_begin, int64_t row
       next.bytes = h * InT::kBytes;
     }
     float inv_s = 1.0f;
-    if (c.res.data != nullptr) {
-      char* res = row_ptr(c.lead, c.res, r);
-      if (c.norm == FUSEDNORM_NORM_RMS) inv_s = math::inv_rms(SumSquares<InT, true>(x, res, h, part), h_f, c.eps);
-      else ResidualRow<InT>(x, res, h);
-      x = res;  // the rounded sum is what gets normalized
-    } else if (c.norm == FUSEDNORM_NORM_RMS) {
-      inv_s = math::inv_rms(SumSquares<InT, false>(x, nullptr, h, part), h_f, c.eps);
-    }
+    x = NormRow<InT>(x, c.res.data != nullptr ? row_ptr(c.lead, c.res, r) : nullptr, c.norm == FUSEDNORM_NORM_RMS, h,
+                     h_f, c.eps, part, &inv_s);
     const VF inv = hn::Set(df, inv_s);
     // The y pass of all units, then their scales (independent divisions, which pipeline), then
     // the codes.
@@ -215,19 +172,8 @@ void RmsnormQuantRowsIn(const RmsnormQuantCall& c, int64_t row_begin, int64_t ro
   }
 }
 
-// call_id: unique per call (never 0), so that a thread decodes gamma' once per call, however
-// many row blocks of the call it runs (the weights cannot change during a call).
 void RmsnormQuantRows(const RmsnormQuantCall& c, int64_t row_begin, int64_t row_end, uint64_t call_id) {
-  const int64_t n = int64_t(hn::Lanes(DF()));
-  const int64_t h_pad = (c.h + n - 1) / n * n;
-  // gamma' = f32(w) + offset; quant-only uses gamma' = 1 and inv = 1, which leaves y = x bit for
-  // bit.
-  thread_local uint64_t gamma_call = 0;
-  float* g = Scratch(0, size_t(h_pad));
-  if (gamma_call != call_id) {
-    GammaPrime(c.w_type, c.norm == FUSEDNORM_NORM_RMS ? c.weight : nullptr, c.weight_offset, g, c.h, h_pad);
-    gamma_call = call_id;
-  }
+  const float* g = CallGamma(c.w_type, c.norm == FUSEDNORM_NORM_RMS ? c.weight : nullptr, c.weight_offset, c.h, call_id);
   switch (c.in_type) {
     case DType::kF32: return RmsnormQuantRowsIn<InF32>(c, row_begin, row_end, g);
     case DType::kF16: return RmsnormQuantRowsIn<InF16>(c, row_begin, row_end, g);

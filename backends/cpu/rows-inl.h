@@ -219,6 +219,58 @@ struct NextRow {
   }
 };
 
+// y over [begin, end) into y[begin...] (lanes past `end` of the last vector: whatever (x * inv) * g
+// gives for x = g = 0); returns the max of bits(y) & 0x7FFFFFFF over [begin, end).
+template <class InT>
+HWY_INLINE uint32_t YAbsMax(const char* x, const float* g, VF inv, float* y, int64_t begin, int64_t end,
+                            const NextRow& next) {
+  const DF df;
+  const DI di;
+  const int64_t n = int64_t(hn::Lanes(df));
+  VI m0 = hn::Zero(di), m1 = hn::Zero(di);
+  int64_t i = begin;
+  for (; i + 2 * n <= end; i += 2 * n) {
+    next.First(i, i + 2 * n);
+    const VF y0 = hn::Mul(hn::Mul(InT::Load(x, i), inv), hn::LoadU(df, g + i));
+    const VF y1 = hn::Mul(hn::Mul(InT::Load(x, i + n), inv), hn::LoadU(df, g + i + n));
+    hn::StoreU(y0, df, y + i);
+    hn::StoreU(y1, df, y + i + n);
+    m0 = AbsMaxAcc(m0, y0);
+    m1 = AbsMaxAcc(m1, y1);
+  }
+  for (; i < end; i += n) {
+    VF y0 = hn::Mul(hn::Mul(InT::LoadUpTo(x, i, end), inv), hn::LoadU(df, g + i));
+    hn::StoreU(y0, df, y + i);
+    if (i + n > end) y0 = hn::IfThenElseZero(hn::FirstN(df, size_t(end - i)), y0);  // lanes past the unit
+    m0 = AbsMaxAcc(m0, y0);
+  }
+  return uint32_t(hn::GetLane(hn::MaxOfLanes(di, hn::Max(m0, m1))));
+}
+
+// The y pass of a row in units of `unit` elements (the row, or its groups): y into y[0, h),
+// amax[k] = the max of bits(|y|) & 0x7FFFFFFF over unit k.
+template <class InT>
+HWY_NOINLINE void YAbsMaxUnits(const char* x, const float* g, VF inv, float* y, int64_t h, int64_t unit,
+                               uint32_t* amax, const NextRow& next) {
+  for (int64_t b = 0, k = 0; b < h; b += unit, ++k) amax[k] = YAbsMax<InT>(x, g, inv, y, b, b + unit, next);
+}
+
+// The start of a normalized row: with a residual, x = in + res rounded to the input dtype and
+// written to res (returns res, the row to normalize), else returns in; *inv = inv_rms of that row
+// from the canonical sum of squares (rms), else 1.
+template <class InT>
+HWY_INLINE const char* NormRow(const char* in, char* res, bool rms, int64_t h, float h_f, float eps, float* part,
+                               float* inv) {
+  *inv = 1.0f;
+  if (res != nullptr) {
+    if (rms) *inv = math::inv_rms(SumSquares<InT, true>(in, res, h, part), h_f, eps);
+    else ResidualRow<InT>(in, res, h);
+    return res;
+  }
+  if (rms) *inv = math::inv_rms(SumSquares<InT, false>(in, nullptr, h, part), h_f, eps);
+  return in;
+}
+
 // g[i] = f32(w_i) + offset for i < h, zeros up to h_pad.
 template <class Tag>
 HWY_INLINE int64_t GammaPrimeT(const char* w, float offset, float* g, int64_t h) {
@@ -241,6 +293,22 @@ inline HWY_NOINLINE void GammaPrime(DType w_type, const char* w, float offset, f
     for (; i < h; ++i) g[i] = math::add_rn(decode(w_type, load_code(w_type, w, i)), offset);
   }
   for (; i < h_pad; ++i) g[i] = 0.0f;
+}
+
+// gamma' of the call for this thread (Scratch slot 0), padded with zeros to a whole vector: made
+// once per call (call_id: unique per call, never 0), however many row blocks of the call the
+// thread runs (the weights cannot change during a call). w == nullptr: quant-only, gamma' = 1,
+// which with inv = 1 leaves y = x bit for bit.
+inline const float* CallGamma(DType w_type, const char* w, float offset, int64_t h, uint64_t call_id) {
+  const int64_t n = int64_t(hn::Lanes(DF()));
+  const int64_t h_pad = (h + n - 1) / n * n;
+  thread_local uint64_t gamma_call = 0;
+  float* g = Scratch(0, size_t(h_pad));
+  if (gamma_call != call_id) {
+    GammaPrime(w_type, w, offset, g, h, h_pad);
+    gamma_call = call_id;
+  }
+  return g;
 }
 
 }  // namespace HWY_NAMESPACE

@@ -197,6 +197,83 @@ FUSEDNORM_API fusednorm_status fusednorm_rmsnorm_quant(
     const DLTensor* input, DLTensor* residual, const DLTensor* weight, DLTensor* output,
     DLTensor* scales, const fusednorm_rmsnorm_quant_options* options, void* stream);
 
+/* ---------------------------------------------------------------- rmsnorm_fp4 */
+
+typedef enum fusednorm_fp4_format {
+  FUSEDNORM_FP4_NVFP4 = 0, /* blocks of 16, f8e4m3fn scales, optional f32 global scale */
+  FUSEDNORM_FP4_MXFP4 = 1  /* blocks of 32, e8m0 scales (enc_e8m0_up), no global scale */
+} fusednorm_fp4_format;
+
+typedef enum fusednorm_fp4_scale_layout {
+  FUSEDNORM_FP4_SCALES_ROW_MAJOR = 0, /* scales [..., H/block], last dimension contiguous */
+  FUSEDNORM_FP4_SCALES_SWIZZLED = 1   /* the 128x4 tiled layout of block-scaled GEMMs: a compact
+                                         tensor of fusednorm_fp4_swizzled_size() bytes */
+} fusednorm_fp4_scale_layout;
+
+typedef struct fusednorm_rmsnorm_fp4_options {
+  size_t struct_size;
+  int32_t norm;         /* fusednorm_norm; default RMS */
+  int32_t format;       /* fusednorm_fp4_format; default NVFP4 */
+  int32_t scale_layout; /* fusednorm_fp4_scale_layout; default ROW_MAJOR */
+  int32_t reserved0;
+  float eps;            /* >= 0; default 1e-6 */
+  float weight_offset;  /* added to each weight (1 for Gemma); default 0 */
+} fusednorm_rmsnorm_fp4_options;
+
+/* Sets the defaults (also what options = NULL means): struct_size, norm = RMS, format = NVFP4,
+ * scale_layout = ROW_MAJOR, eps = 1e-6, weight_offset = 0. */
+FUSEDNORM_API void fusednorm_rmsnorm_fp4_options_init(fusednorm_rmsnorm_fp4_options* options);
+
+/* Size in bytes (= elements) of the swizzled scale tensor for `rows` rows of `h` elements in
+ * `format`: ceil(rows/128)*128 * ceil((h/block)/4)*4. Returns INVALID_ARGUMENT for a negative
+ * size, an unknown format, h not a multiple of the block, or a size past INT64_MAX; *bytes may
+ * not be NULL. */
+FUSEDNORM_API fusednorm_status fusednorm_fp4_swizzled_size(int64_t rows, int64_t h, int32_t format,
+                                                           int64_t* bytes);
+
+/* RMSNorm (or quant only) followed by FP4 block quantization, NVFP4 or MXFP4
+ * (docs/numerics.md, "rmsnorm_fp4").
+ *   input        [..., H]  f32, f16 or bf16; H a multiple of the block (16 NVFP4, 32 MXFP4); in
+ *   residual     [..., H]  NULL, or as input; in/out (x = input + residual, rounded to the input
+ *                          dtype, written back here, then normalized), as in rmsnorm_quant
+ *   weight       [H]       f32, f16 or bf16; NULL only with norm = NONE
+ *   output       [..., H]  f4e2m1 (kDLFloat4_e2m1fn, two a byte, element 2k in the low nibble),
+ *                          or its uint8 view [..., H/2]; rows start on a byte; out
+ *   scales       ROW_MAJOR: [..., H/block]; SWIZZLED: any compact tensor of exactly
+ *                fusednorm_fp4_swizzled_size(rows, H, format) bytes, every byte written (padding
+ *                rows and blocks as 0); dtype f8e4m3fn (NVFP4) or e8m0 (MXFP4), or uint8; out
+ *   global_scale NVFP4: NULL (gs = 1) or an f32 tensor of one element on the call's device, read
+ *                by the kernel (no host synchronization; graph-safe); MXFP4: must be NULL
+ * Dequantization: y ~ dec(q) * dec(scale) / gs (fusednorm_dequantize_fp4).
+ * A block holding a NaN or Inf y gets the NaN scale (0x7F, 0xFF) and codes of y * 0.
+ * No two tensors may overlap (the residual is read and written in place). Returns
+ * INVALID_ARGUMENT or UNSUPPORTED (with the argument named) and writes nothing. */
+FUSEDNORM_API fusednorm_status fusednorm_rmsnorm_fp4(const DLTensor* input, DLTensor* residual,
+                                                     const DLTensor* weight, DLTensor* output,
+                                                     DLTensor* scales, const DLTensor* global_scale,
+                                                     const fusednorm_rmsnorm_fp4_options* options,
+                                                     void* stream);
+
+typedef struct fusednorm_dequantize_fp4_options {
+  size_t struct_size;
+  int32_t format;       /* fusednorm_fp4_format; default NVFP4 */
+  int32_t scale_layout; /* fusednorm_fp4_scale_layout; default ROW_MAJOR */
+} fusednorm_dequantize_fp4_options;
+
+/* Sets the defaults (also what options = NULL means): struct_size, NVFP4, ROW_MAJOR. */
+FUSEDNORM_API void fusednorm_dequantize_fp4_options_init(fusednorm_dequantize_fp4_options* options);
+
+/* The inverse of rmsnorm_fp4's encoding: out_i = rn_out( (dec(q_i) * dec(scale)) / gs ), two
+ * f32 roundings then one to the output dtype (gs = 1 for MXFP4 or a NULL global_scale).
+ *   codes        [..., H] f4e2m1 or uint8 [..., H/2]; in
+ *   scales, global_scale: as rmsnorm_fp4 wrote them; in
+ *   output       [..., H] f32, f16 or bf16; out
+ * Same validation rules as rmsnorm_fp4. */
+FUSEDNORM_API fusednorm_status fusednorm_dequantize_fp4(const DLTensor* codes, const DLTensor* scales,
+                                                        const DLTensor* global_scale, DLTensor* output,
+                                                        const fusednorm_dequantize_fp4_options* options,
+                                                        void* stream);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -77,4 +77,49 @@ inline float static_scale_value(const RmsnormQuantCall& c) {
   return s;
 }
 
+// rmsnorm_fp4 (fusednorm_rmsnorm_fp4) and its inverse (fusednorm_dequantize_fp4).
+struct RmsnormFp4Call {
+  LeadShape lead;
+  int64_t h = 0;
+  int64_t block = 0;                 // 16 (NVFP4) or 32 (MXFP4)
+  DType in_type = DType::kInvalid;   // input and residual
+  DType w_type = DType::kInvalid;    // weight (kInvalid: norm = NONE)
+  RowView in, res, out;              // out: f4e2m1 rows (h / 2 bytes); res.data == nullptr: none
+  const char* weight = nullptr;
+  int32_t norm = FUSEDNORM_NORM_RMS;
+  int32_t format = FUSEDNORM_FP4_NVFP4;
+  int32_t swizzled = 0;
+  float eps = 0, weight_offset = 0;
+  const char* global_scale = nullptr;  // f32, any alignment; nullptr: gs = 1
+  RowView scales;                    // row-major: a row's scale bytes; swizzled: data only
+  int64_t swizzle_tiles = 0;         // swizzled: kt = ceil((h / block) / 4)
+  int64_t swizzle_rows = 0;          // swizzled: rows padded to 128
+};
+
+struct DequantizeFp4Call {
+  LeadShape lead;
+  int64_t h = 0;
+  int64_t block = 0;
+  DType out_type = DType::kInvalid;  // f32, f16 or bf16
+  RowView codes, out;
+  int32_t format = FUSEDNORM_FP4_NVFP4;
+  int32_t swizzled = 0;
+  const char* global_scale = nullptr;
+  RowView scales;
+  int64_t swizzle_tiles = 0;
+};
+
+// Address of the scale of (row, block k): row-major through the row view, or swizzled.
+FN_HD char* fp4_scale_ptr(const LeadShape& lead, const RowView& scales, int32_t swizzled, int64_t tiles, int64_t row,
+                          int64_t k) {
+  return swizzled ? scales.data + math::fp4_swizzled_offset(row, k, tiles) : row_ptr(lead, scales, row) + k;
+}
+
+// The global scale gs (1 when there is none), read at any alignment.
+inline float global_scale_value(const char* gs) {
+  float v = 1.0f;
+  if (gs != nullptr) memcpy(&v, gs, sizeof v);
+  return v;
+}
+
 }  // namespace fusednorm

@@ -29,4 +29,23 @@ void fusednorm_rmsnorm_quant_options_init(fusednorm_rmsnorm_quant_options* optio
   options->qmax = 0.0f;
 }
 
+void fusednorm_rmsnorm_fp4_options_init(fusednorm_rmsnorm_fp4_options* options) {
+  if (options == nullptr) return;
+  memset(options, 0, sizeof *options);
+  options->struct_size = sizeof *options;
+  options->norm = FUSEDNORM_NORM_RMS;
+  options->format = FUSEDNORM_FP4_NVFP4;
+  options->scale_layout = FUSEDNORM_FP4_SCALES_ROW_MAJOR;
+  options->eps = 1e-6f;
+  options->weight_offset = 0.0f;
+}
+
+void fusednorm_dequantize_fp4_options_init(fusednorm_dequantize_fp4_options* options) {
+  if (options == nullptr) return;
+  memset(options, 0, sizeof *options);
+  options->struct_size = sizeof *options;
+  options->format = FUSEDNORM_FP4_NVFP4;
+  options->scale_layout = FUSEDNORM_FP4_SCALES_ROW_MAJOR;
+}
+
 }  // extern "C"

@@ -15,7 +15,7 @@
 #include "fusednorm/fusednorm.h"
 
 // Bump on any change to this table or to the structs of core/call.h.
-#define FUSEDNORM_PLUGIN_ABI_VERSION 2u
+#define FUSEDNORM_PLUGIN_ABI_VERSION 3u
 
 extern "C" {
 
@@ -45,6 +45,11 @@ typedef struct fusednorm_plugin {
   // The instruction-set target the backend runs now (CPU: Highway's pick, e.g. "AVX3"); NULL
   // where the backend has no such choice.
   const char* (*target)(void);
+  // rmsnorm_fp4 and its inverse (NULL: not offered, UNSUPPORTED).
+  fusednorm_status (*rmsnorm_fp4)(const fusednorm::RmsnormFp4Call* call, int32_t device_id, void* stream, char* msg,
+                                  size_t msg_size);
+  fusednorm_status (*dequantize_fp4)(const fusednorm::DequantizeFp4Call* call, int32_t device_id, void* stream,
+                                     char* msg, size_t msg_size);
 } fusednorm_plugin;
 
 typedef const fusednorm_plugin* (*fusednorm_plugin_entry_fn)(void);

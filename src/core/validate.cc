@@ -277,6 +277,52 @@ fusednorm_status check_rows_disjoint(const DLTensor* t, const char* name) {
   return FUSEDNORM_SUCCESS;
 }
 
+fusednorm_status check_norm_inputs(const DLTensor* input, const DLTensor* residual, const DLTensor* weight,
+                                   bool norm_rms, CallDevice* device, NormInputs* out) {
+  FN_TRY(check_tensor(input, "input", &out->in_type));
+  FN_TRY(check_device(input, "input", device));
+  if (!is_input_dtype(out->in_type))
+    return fail(FUSEDNORM_UNSUPPORTED, "input.dtype = %s: must be f32, f16 or bf16", dtype_name(out->in_type));
+  out->h = input->shape[input->ndim - 1];
+  if (out->h == 0)
+    return FN_FAIL_INVALID("input.shape[%d] = 0 (input shape %s): the hidden size H (the last dimension) must be >= 1",
+                           input->ndim - 1, shape_string(input).c_str());
+  FN_TRY(make_lead(input, "input", &out->lead));
+  FN_TRY(check_data(input, "input"));
+  FN_TRY(make_row_view(input, "input", dtype_bits(out->in_type), &out->in));
+
+  if (residual != nullptr) {
+    DType rt;
+    FN_TRY(check_tensor(residual, "residual", &rt));
+    FN_TRY(check_same_device(input, "input", residual, "residual"));
+    if (rt != out->in_type)
+      return FN_FAIL_INVALID("residual.dtype = %s but input.dtype = %s: they must match", dtype_name(rt),
+                             dtype_name(out->in_type));
+    FN_TRY(check_lead(residual, "residual", input, "input"));
+    if (residual->shape[residual->ndim - 1] != out->h)
+      return FN_FAIL_INVALID("residual has shape %s but input has shape %s", shape_string(residual).c_str(),
+                             shape_string(input).c_str());
+    FN_TRY(check_data(residual, "residual"));
+    FN_TRY(make_row_view(residual, "residual", dtype_bits(rt), &out->res, /*written=*/true));
+  }
+
+  if (norm_rms) {
+    if (weight == nullptr) return FN_FAIL_INVALID("weight is NULL but options->norm = RMS needs it");
+    FN_TRY(check_tensor(weight, "weight", &out->w_type));
+    FN_TRY(check_same_device(input, "input", weight, "weight"));
+    if (!is_input_dtype(out->w_type))
+      return fail(FUSEDNORM_UNSUPPORTED, "weight.dtype = %s: must be f32, f16 or bf16", dtype_name(out->w_type));
+    if (weight->ndim != 1 || weight->shape[0] != out->h)
+      return FN_FAIL_INVALID("weight has shape %s: must be [%" PRId64 "] (H of input %s)",
+                             shape_string(weight).c_str(), out->h, shape_string(input).c_str());
+    FN_TRY(check_data(weight, "weight"));
+    RowView wv;
+    FN_TRY(make_row_view(weight, "weight", dtype_bits(out->w_type), &wv));
+    out->weight = wv.data;
+  }
+  return FUSEDNORM_SUCCESS;
+}
+
 // "32, 64 and 128": kGroupSizes in words.
 std::string group_sizes_string() {
   std::string s;

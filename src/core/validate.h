@@ -24,6 +24,15 @@ fusednorm_status validate_rmsnorm_quant(const DLTensor* input, const DLTensor* r
                                         const fusednorm_rmsnorm_quant_options* options,
                                         RmsnormQuantCall* call, CallDevice* device);
 
+fusednorm_status validate_rmsnorm_fp4(const DLTensor* input, const DLTensor* residual, const DLTensor* weight,
+                                      const DLTensor* output, const DLTensor* scales,
+                                      const DLTensor* global_scale, const fusednorm_rmsnorm_fp4_options* options,
+                                      RmsnormFp4Call* call, CallDevice* device);
+
+fusednorm_status validate_dequantize_fp4(const DLTensor* codes, const DLTensor* scales, const DLTensor* global_scale,
+                                         const DLTensor* output, const fusednorm_dequantize_fp4_options* options,
+                                         DequantizeFp4Call* call, CallDevice* device);
+
 // Largest finite value of a quantization dtype (FP8 formats, int8).
 float quant_max(DType t);
 

@@ -48,47 +48,15 @@ fusednorm_status rmsnorm_quant_args(const DLTensor* input, const DLTensor* resid
                 o.scale_mode);
 
   // Tensors.
-  FN_TRY(check_tensor(input, "input", &call->in_type));
-  FN_TRY(check_device(input, "input", device));
-  if (!is_input_dtype(call->in_type))
-    return fail(FUSEDNORM_UNSUPPORTED, "input.dtype = %s: must be f32, f16 or bf16", dtype_name(call->in_type));
-  call->h = input->shape[input->ndim - 1];
-  if (call->h == 0)
-    return FN_FAIL_INVALID("input.shape[%d] = 0 (input shape %s): the hidden size H (the last dimension) must be >= 1",
-                           input->ndim - 1, shape_string(input).c_str());
-  FN_TRY(make_lead(input, "input", &call->lead));
-  FN_TRY(check_data(input, "input"));
-  FN_TRY(make_row_view(input, "input", dtype_bits(call->in_type), &call->in));
-
-  if (residual != nullptr) {
-    DType rt;
-    FN_TRY(check_tensor(residual, "residual", &rt));
-    FN_TRY(check_same_device(input, "input", residual, "residual"));
-    if (rt != call->in_type)
-      return FN_FAIL_INVALID("residual.dtype = %s but input.dtype = %s: they must match", dtype_name(rt),
-                             dtype_name(call->in_type));
-    FN_TRY(check_lead(residual, "residual", input, "input"));
-    if (residual->shape[residual->ndim - 1] != call->h)
-      return FN_FAIL_INVALID("residual has shape %s but input has shape %s", shape_string(residual).c_str(),
-                             shape_string(input).c_str());
-    FN_TRY(check_data(residual, "residual"));
-    FN_TRY(make_row_view(residual, "residual", dtype_bits(rt), &call->res, /*written=*/true));
-  }
-
-  if (o.norm == FUSEDNORM_NORM_RMS) {
-    if (weight == nullptr) return FN_FAIL_INVALID("weight is NULL but options->norm = RMS needs it");
-    FN_TRY(check_tensor(weight, "weight", &call->w_type));
-    FN_TRY(check_same_device(input, "input", weight, "weight"));
-    if (!is_input_dtype(call->w_type))
-      return fail(FUSEDNORM_UNSUPPORTED, "weight.dtype = %s: must be f32, f16 or bf16", dtype_name(call->w_type));
-    if (weight->ndim != 1 || weight->shape[0] != call->h)
-      return FN_FAIL_INVALID("weight has shape %s: must be [%" PRId64 "] (H of input %s)",
-                             shape_string(weight).c_str(), call->h, shape_string(input).c_str());
-    FN_TRY(check_data(weight, "weight"));
-    RowView wv;
-    FN_TRY(make_row_view(weight, "weight", dtype_bits(call->w_type), &wv));
-    call->weight = wv.data;
-  }
+  NormInputs ni;
+  FN_TRY(check_norm_inputs(input, residual, weight, o.norm == FUSEDNORM_NORM_RMS, device, &ni));
+  call->lead = ni.lead;
+  call->h = ni.h;
+  call->in_type = ni.in_type;
+  call->w_type = ni.w_type;
+  call->in = ni.in;
+  call->res = ni.res;
+  call->weight = ni.weight;
 
   FN_TRY(check_tensor(output, "output", &call->out_type));
   FN_TRY(check_same_device(input, "input", output, "output"));

@@ -76,4 +76,16 @@ fusednorm_status check_rows_disjoint(const DLTensor* t, const char* name);
 // "32, 64 and 128": kGroupSizes in words.
 std::string group_sizes_string();
 
+// The normalized operations' inputs: input [..., H] (f32/f16/bf16, H >= 1), the optional in-place
+// residual (same shape and dtype) and, when norm_rms, the weight [H] (f32/f16/bf16).
+struct NormInputs {
+  LeadShape lead;
+  int64_t h = 0;
+  DType in_type = DType::kInvalid, w_type = DType::kInvalid;
+  RowView in, res;
+  const char* weight = nullptr;
+};
+fusednorm_status check_norm_inputs(const DLTensor* input, const DLTensor* residual, const DLTensor* weight,
+                                   bool norm_rms, CallDevice* device, NormInputs* out);
+
 }  // namespace fusednorm

@@ -324,5 +324,56 @@ FN_HD DynamicScale dynamic_scale(uint32_t amax_bits, float qmax, float scale_ub,
   return out;
 }
 
+// ---------------------------------------------------------------- FP4 block scales (§3.2)
+// y of a block of kNvfp4Block (kMxfp4Block) elements is encoded as q_i = enc_f4e2m1(y_i × r)
+// with the block's scale code and multiplier r from these functions; amax_bits is the block's
+// max of bits(y) & 0x7FFFFFFF (as for dynamic_scale). A block holding a NaN or Inf (amax_bits >=
+// Inf's bits) gets the format's NaN scale and r = 0, so its codes are enc(y × 0) (the edge
+// policy of rmsnorm_quant: never a finite scale for a non-finite block).
+constexpr int64_t kNvfp4Block = 16;
+constexpr int64_t kMxfp4Block = 32;
+
+struct BlockScale {
+  uint32_t code;  // f8e4m3fn (NVFP4) or e8m0 (MXFP4) code
+  float r;        // the multiplier applied before encoding
+};
+
+// NVFP4: sf = enc_f8e4m3fn((gs × a) / 6); r = (sf == ±0) ? 0 : gs / dec(sf).
+FN_HD BlockScale nvfp4_block_scale(uint32_t amax_bits, float gs) {
+  BlockScale s;
+  if (amax_bits >= kF32InfBits) {
+    s.code = f8e4m3fn::kNan;
+    s.r = 0.0f;
+    return s;
+  }
+  s.code = f8e4m3fn::encode<false>(div_rn(mul_rn(gs, float_of(amax_bits)), 6.0f));
+  s.r = (s.code & f8e4m3fn::kMagMask) == 0 ? 0.0f : div_rn(gs, f8e4m3fn::decode(s.code));
+  return s;
+}
+
+// MXFP4: sf = enc_e8m0_up(a / 6); r = (sf == 0 and a == 0) ? 0 : 1 / dec(sf), an exact power of
+// two (2^127 down to 2^-127).
+FN_HD BlockScale mxfp4_block_scale(uint32_t amax_bits) {
+  BlockScale s;
+  if (amax_bits >= kF32InfBits) {
+    s.code = kE8m0Nan;
+    s.r = 0.0f;
+    return s;
+  }
+  s.code = encode_e8m0_up(div_rn(float_of(amax_bits), 6.0f));
+  s.r = (s.code == 0 && amax_bits == 0) ? 0.0f : div_rn(1.0f, decode_e8m0(s.code));
+  return s;
+}
+
+// The 128x4 tiled ("swizzled") scale layout: byte offset of the scale of (row m, block k), with
+// kt = ceil(blocks / 4) column tiles; tiles of 128 rows x 4 blocks are 512 bytes, rows inside a
+// tile interleaved by 32.
+FN_HD int64_t fp4_swizzled_offset(int64_t m, int64_t k, int64_t kt) {
+  return (m >> 7) * kt * 512 + (k >> 2) * 512 + (m & 31) * 16 + ((m >> 5) & 3) * 4 + (k & 3);
+}
+// Rows and block columns of the swizzled tensor: padded to 128 and to 4.
+FN_HD int64_t fp4_swizzled_rows(int64_t rows) { return (rows + 127) / 128 * 128; }
+FN_HD int64_t fp4_swizzled_tiles(int64_t blocks) { return (blocks + 3) / 4; }
+
 }  // namespace math
 }  // namespace fusednorm

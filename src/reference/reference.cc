@@ -46,6 +46,26 @@ void store_scale(const RmsnormQuantCall& c, int64_t row, int64_t group, uint32_t
 
 }  // namespace
 
+void normalized_row(DType in_type, const char* in, char* res, int64_t h, bool rms, DType w_type, const char* weight,
+                    float weight_offset, float eps, float* x, float* y) {
+  for (int64_t i = 0; i < h; ++i) {
+    float v = decode(in_type, load_code(in_type, in, i));
+    if (res) {
+      v = add_rn(v, decode(in_type, load_code(in_type, res, i)));
+      store_code(in_type, res, i, encode<false>(in_type, v));
+      v = round_to(in_type, v);
+    }
+    x[i] = v;
+  }
+  if (!rms) {
+    for (int64_t i = 0; i < h; ++i) y[i] = x[i];
+    return;
+  }
+  const float inv = inv_rms(sum_squares(x, h), length_f32(h), eps);
+  for (int64_t i = 0; i < h; ++i)
+    y[i] = norm_apply(x[i], inv, add_rn(decode(w_type, load_code(w_type, weight, i)), weight_offset));
+}
+
 void rmsnorm_quant_rows(const RmsnormQuantCall& c, int64_t row_begin, int64_t row_end) {
   const int64_t h = c.h;
   std::vector<float> x(static_cast<size_t>(h)), y(static_cast<size_t>(h));
@@ -53,24 +73,8 @@ void rmsnorm_quant_rows(const RmsnormQuantCall& c, int64_t row_begin, int64_t ro
     const char* in = row_ptr(c.lead, c.in, r);
     char* res = c.res.data ? row_ptr(c.lead, c.res, r) : nullptr;
     char* out = row_ptr(c.lead, c.out, r);
-    for (int64_t i = 0; i < h; ++i) {
-      float v = decode(c.in_type, load_code(c.in_type, in, i));
-      if (res) {
-        v = add_rn(v, decode(c.in_type, load_code(c.in_type, res, i)));
-        store_code(c.in_type, res, i, encode<false>(c.in_type, v));
-        v = round_to(c.in_type, v);
-      }
-      x[size_t(i)] = v;
-    }
-    if (c.norm == FUSEDNORM_NORM_RMS) {
-      const float inv = inv_rms(sum_squares(x.data(), h), length_f32(h), c.eps);
-      for (int64_t i = 0; i < h; ++i) {
-        const float g = add_rn(decode(c.w_type, load_code(c.w_type, c.weight, i)), c.weight_offset);
-        y[size_t(i)] = norm_apply(x[size_t(i)], inv, g);
-      }
-    } else {
-      y = x;
-    }
+    normalized_row(c.in_type, in, res, h, c.norm == FUSEDNORM_NORM_RMS, c.w_type, c.weight, c.weight_offset, c.eps,
+                   x.data(), y.data());
     for (int64_t g0 = 0; g0 < h; g0 += c.group) {
       float rcp;
       if (c.mode == FUSEDNORM_SCALE_STATIC) {

@@ -12,6 +12,11 @@ namespace reference {
 // Σ x_i² in the canonical order (docs/numerics.md §2).
 float sum_squares(const float* x, int64_t h);
 
+// One row's y (f32): x = input, or with res the sum input + res rounded to the input dtype (and
+// written back to res); then (x × inv_rms) × (w + weight_offset) when rms, else x. x, y: h floats.
+void normalized_row(DType in_type, const char* in, char* res, int64_t h, bool rms, DType w_type, const char* weight,
+                    float weight_offset, float eps, float* x, float* y);
+
 void cast_rows(const CastCall& call, int64_t row_begin, int64_t row_end);
 void rmsnorm_quant_rows(const RmsnormQuantCall& call, int64_t row_begin, int64_t row_end);
 
@@ -20,6 +25,16 @@ fusednorm_status cast(const DLTensor* src, DLTensor* dst, const fusednorm_cast_o
 fusednorm_status rmsnorm_quant(const DLTensor* input, DLTensor* residual, const DLTensor* weight,
                                DLTensor* output, DLTensor* scales,
                                const fusednorm_rmsnorm_quant_options* options);
+
+// rmsnorm_fp4 over rows [row_begin, row_end) (swizzled: up to the padded row count, whose padding
+// rows get zero scales) and dequantize_fp4 (src/reference/rmsnorm_fp4.cc).
+void rmsnorm_fp4_rows(const RmsnormFp4Call& call, int64_t row_begin, int64_t row_end);
+void dequantize_fp4_rows(const DequantizeFp4Call& call, int64_t row_begin, int64_t row_end);
+fusednorm_status rmsnorm_fp4(const DLTensor* input, DLTensor* residual, const DLTensor* weight, DLTensor* output,
+                             DLTensor* scales, const DLTensor* global_scale,
+                             const fusednorm_rmsnorm_fp4_options* options);
+fusednorm_status dequantize_fp4(const DLTensor* codes, const DLTensor* scales, const DLTensor* global_scale,
+                                DLTensor* output, const fusednorm_dequantize_fp4_options* options);
 
 }  // namespace reference
 }  // namespace fusednorm
