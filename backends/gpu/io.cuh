@@ -203,18 +203,23 @@ __device__ __forceinline__ float weight_elem(DType w_type, const uint32_t* w, in
 
 // g = w + weight_offset for elements e .. e+kN-1 (past H: offset alone; callers zero y there).
 template <int kN, bool kFast>
-__device__ __forceinline__ void load_gamma(const RmsnormQuantCall& c, int32_t e, int32_t h, int32_t access, float g[kN]) {
-  if (c.w_type == DType::kF32) {
+__device__ __forceinline__ void load_gamma(DType w_type, const char* weight, float weight_offset, int32_t e, int32_t h,
+                                           int32_t access, float g[kN]) {
+  if (w_type == DType::kF32) {
     uint32_t ww[Vec<4, kN>::kWords];
-    load_vec<4, kN, kFast>(c.weight, e, h, access, ww);
+    load_vec<4, kN, kFast>(weight, e, h, access, ww);
 #pragma unroll
-    for (int j = 0; j < kN; ++j) g[j] = math::add_rn(math::float_of(ww[j]), c.weight_offset);
+    for (int j = 0; j < kN; ++j) g[j] = math::add_rn(math::float_of(ww[j]), weight_offset);
   } else {
     uint32_t ww[Vec<2, kN>::kWords];
-    load_vec<2, kN, kFast>(c.weight, e, h, access, ww);
+    load_vec<2, kN, kFast>(weight, e, h, access, ww);
 #pragma unroll
-    for (int j = 0; j < kN; ++j) g[j] = math::add_rn(weight_elem(c.w_type, ww, j), c.weight_offset);
+    for (int j = 0; j < kN; ++j) g[j] = math::add_rn(weight_elem(w_type, ww, j), weight_offset);
   }
+}
+template <int kN, bool kFast>
+__device__ __forceinline__ void load_gamma(const RmsnormQuantCall& c, int32_t e, int32_t h, int32_t access, float g[kN]) {
+  load_gamma<kN, kFast>(c.w_type, c.weight, c.weight_offset, e, h, access, g);
 }
 
 // kWords 32-bit words from weight-table slots (16 bytes each, `stride` slots apart), as a step's

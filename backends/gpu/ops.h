@@ -13,5 +13,10 @@
 namespace fusednorm {
 namespace gpu {
 
+// backends/gpu/rmsnorm_fp4.cuh
+fusednorm_status plugin_rmsnorm_fp4(const RmsnormFp4Call* call, int32_t device, void* stream, char* msg, size_t n);
+fusednorm_status plugin_dequantize_fp4(const DequantizeFp4Call* call, int32_t device, void* stream, char* msg,
+                                       size_t n);
+
 }  // namespace gpu
 }  // namespace fusednorm
