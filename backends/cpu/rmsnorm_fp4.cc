@@ -60,11 +60,6 @@ HWY_NOINLINE void EncodeFp4Row(float* y, const float* r, int64_t h, int64_t bloc
     out[i / 2] = char(math::f4e2m1::encode<false>(y[i]) | (math::f4e2m1::encode<false>(y[i + 1]) << 4));
 }
 
-// A swizzled layout's padding in a row: blocks [first, 4 * tiles) get scale 0.
-HWY_INLINE void SwizzlePadding(const RmsnormFp4Call& c, int64_t row, int64_t first) {
-  for (int64_t k = first; k < 4 * c.swizzle_tiles; ++k) *fp4_scale_ptr(c.lead, c.scales, 1, c.swizzle_tiles, row, k) = 0;
-}
-
 template <class InT>
 void RmsnormFp4RowsT(const RmsnormFp4Call& c, int64_t row_begin, int64_t row_end, const float* g) {
   const DF df;
@@ -80,10 +75,6 @@ void RmsnormFp4RowsT(const RmsnormFp4Call& c, int64_t row_begin, int64_t row_end
   const float gs = global_scale_value(c.global_scale);
   const bool nv = c.format == FUSEDNORM_FP4_NVFP4;
   for (int64_t r = row_begin; r < row_end; ++r) {
-    if (r >= c.lead.rows) {  // a swizzled layout's padding rows
-      SwizzlePadding(c, r, 0);
-      continue;
-    }
     const char* x = row_ptr(c.lead, c.in, r);
     char* out = row_ptr(c.lead, c.out, r);
     NextRow next;
@@ -97,12 +88,12 @@ void RmsnormFp4RowsT(const RmsnormFp4Call& c, int64_t row_begin, int64_t row_end
     x = NormRow<InT>(x, c.res.data != nullptr ? row_ptr(c.lead, c.res, r) : nullptr, c.norm == FUSEDNORM_NORM_RMS, h,
                      h_f, c.eps, part, &inv_s);
     YAbsMaxUnits<InT>(x, g, hn::Set(df, inv_s), y, h, c.block, amax, next);
+    char* srow = c.swizzled ? c.scales.data : row_ptr(c.lead, c.scales, r);
     for (int64_t b = 0; b < blocks; ++b) {
       const math::BlockScale s = nv ? math::nvfp4_block_scale(amax[b], gs) : math::mxfp4_block_scale(amax[b]);
-      *fp4_scale_ptr(c.lead, c.scales, c.swizzled, c.swizzle_tiles, r, b) = char(s.code);
+      srow[c.swizzled ? math::fp4_swizzled_offset(r, b, c.swizzle_tiles) : b] = char(s.code);
       rcp[b] = s.r;
     }
-    if (c.swizzled) SwizzlePadding(c, r, blocks);
     EncodeFp4Row(y, rcp, h, c.block, out);
   }
 }
@@ -165,9 +156,15 @@ HWY_EXPORT(DequantizeFp4Rows);
 
 void cpu_rmsnorm_fp4(const RmsnormFp4Call& call) {
   const uint64_t call_id = next_call_id();
-  // A swizzled layout's padding rows (past the last row, up to a multiple of 128) are rows of the
-  // loop too: they write their zero scales.
-  const int64_t rows = call.swizzled ? call.swizzle_rows : call.lead.rows;
+  if (call.swizzled) {
+    // The swizzled layout's padding, before the rows write theirs: the tiles of the last 128 rows
+    // (padding rows past the last row), and the last column of tiles (blocks past H / block).
+    const int64_t tiles = call.swizzle_tiles, row_tiles = call.swizzle_rows / 128;
+    if (call.lead.rows % 128 != 0) memset(call.scales.data + (row_tiles - 1) * tiles * 512, 0, size_t(tiles) * 512);
+    if ((call.h / call.block) % 4 != 0)
+      for (int64_t t = 0; t < row_tiles; ++t) memset(call.scales.data + (t * tiles + tiles - 1) * 512, 0, 512);
+  }
+  const int64_t rows = call.lead.rows;
   parallel_rows(rows, block_rows(rows, call.h),
                 [&](int64_t r0, int64_t r1) { HWY_DYNAMIC_DISPATCH(RmsnormFp4Rows)(call, r0, r1, call_id); });
 }

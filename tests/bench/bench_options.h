@@ -59,7 +59,7 @@ inline bool parse_dtype(std::string s, bool quant, DType* t) {
 }
 
 struct Options {
-  std::vector<std::string> ops{"rmsnorm_quant"};
+  std::vector<std::string> ops{"rmsnorm_quant", "rmsnorm_fp4"};
   std::vector<ModeSpec> modes;
   std::vector<DType> in{DType::kBF16, DType::kF32};
   std::vector<DType> out{DType::k_f8e4m3fn, DType::k_f8e4m3fnuz, DType::kI8};
@@ -90,7 +90,8 @@ inline void usage(FILE* f) {
           "its bandwidth to the device's copy bandwidth measured in the same run. Table on stdout,\n"
           "progress and notes on stderr; exit status 1 if any byte mismatched or a call failed.\n"
           "\n"
-          "  --ops LIST        operations (rmsnorm_quant)                       [rmsnorm_quant]\n"
+          "  --ops LIST        operations: rmsnorm_quant (--modes x --out), rmsnorm_fp4 (NVFP4 and\n"
+          "                    MXFP4, row-major and swizzled scales)   [rmsnorm_quant,rmsnorm_fp4]\n"
           "  --modes LIST      static,row,group128,group64,group32,residual_row (any mode may take a\n"
           "                    residual_ prefix)                  [static,row,group128,residual_row]\n"
           "  --in LIST         input (and residual, weight) dtypes: bf16,f32,f16        [bf16,f32]\n"
@@ -186,7 +187,10 @@ inline bool parse_args(int argc, char** argv, Options* o, std::string* err) {
     else if (value("--ops")) {
       o->ops = split_list(v);
       for (const auto& op : o->ops)
-        if (op != "rmsnorm_quant") { *err = "unknown op '" + op + "' (available: rmsnorm_quant)"; return false; }
+        if (op != "rmsnorm_quant" && op != "rmsnorm_fp4") {
+          *err = "unknown op '" + op + "' (available: rmsnorm_quant, rmsnorm_fp4)";
+          return false;
+        }
       if (o->ops.empty()) { *err = "empty --ops"; return false; }
     } else if (value("--modes")) {
       if (!parse_list<ModeSpec>(v, &o->modes, parse_mode, err, "mode")) return false;

@@ -37,6 +37,7 @@ struct Run {
   size_t rotate_bytes = 0;
   RandomPool x_pool, w_pool;
   long long total_mismatches = 0;
+  size_t sets_now = 1;  // buffer sets of the group being timed
   int failures = 0, cases_done = 0, cases_total = 0, skipped = 0;
   std::set<std::string> noted;  // notes already printed
   double t_start = 0;
@@ -155,6 +156,28 @@ struct Run {
     return res;
   }
 
+  // Times `call` (one library call on the next buffer set) into res: the host clock on the CPU; on
+  // a GPU graph replay for small inputs (or as asked), else stream launches, both between events
+  // (the check's call is no timing hint there: it may have loaded the kernel).
+  template <class Call>
+  void time_op(Call& call, double input_bytes, Result* res) {
+    if (dev.is_host()) {
+      res->timing = time_calls(dev, call, o.time_per_case, o.reps, o.min_reps, res->check_call_s);
+      return;
+    }
+    const bool small = input_bytes < kGraphBelowBytes;
+    std::string why;
+    if (o.timing == "graph" || (o.timing == "auto" && small)) {
+      if (time_graph(dev, call, sets_now, o.time_per_case, o.reps, o.min_reps, &res->timing, &why)) res->method = "graph";
+      else if (noted.insert("graph").second)
+        fprintf(stderr, "note: graph timing failed (%s); timing stream launches with events instead\n", why.c_str());
+    }
+    if (strcmp(res->method, "graph") != 0) {
+      res->timing = time_calls(dev, call, o.time_per_case, o.reps, o.min_reps);
+      res->method = "events";
+    }
+  }
+
   Result run_case(Group& g, const ModeSpec& m, DType out) {
     const int64_t h = g.cols, ns = scales_per_row(m, h);
     fusednorm_rmsnorm_quant_options opt;
@@ -189,23 +212,7 @@ struct Run {
       const fusednorm_status st = fusednorm_rmsnorm_quant(&x.in, pres, &x.w, &x.out, psc, &opt, stream);
       if (st != FUSEDNORM_SUCCESS && bad == FUSEDNORM_SUCCESS) bad = st;
     };
-    if (dev.is_host()) {
-      res.timing = time_calls(dev, call, o.time_per_case, o.reps, o.min_reps, res.check_call_s);
-    } else {
-      // GPU: graph replay for small inputs (or as asked), else stream launches; both between
-      // events. The check's call is no timing hint here (it may have loaded the kernel).
-      const bool small = double(g.rows) * double(h) * elem_bytes(g.in) < kGraphBelowBytes;
-      std::string why;
-      if (o.timing == "graph" || (o.timing == "auto" && small)) {
-        if (time_graph(dev, call, g.sets, o.time_per_case, o.reps, o.min_reps, &res.timing, &why)) res.method = "graph";
-        else if (noted.insert("graph").second)
-          fprintf(stderr, "note: graph timing failed (%s); timing stream launches with events instead\n", why.c_str());
-      }
-      if (strcmp(res.method, "graph") != 0) {
-        res.timing = time_calls(dev, call, o.time_per_case, o.reps, o.min_reps);
-        res.method = "events";
-      }
-    }
+    time_op(call, double(g.rows) * double(h) * elem_bytes(g.in), &res);
     if (bad != FUSEDNORM_SUCCESS) {
       res.ok = false;
       res.error = std::string(fusednorm_status_string(bad)) + " in the timed calls: " + fusednorm_last_error();
@@ -225,33 +232,55 @@ struct Run {
     fflush(stdout);
   }
 
+  // What a row of the table names: the operation and its case.
+  struct Label {
+    const char* op;
+    std::string mode;
+    DType in;
+    std::string out;
+    int64_t rows, cols, group;
+    bool residual;
+    size_t sets;
+  };
   void print_result(const Group& g, const ModeSpec& m, DType out, const Result& r) {
+    print_row(Label{"rmsnorm_quant", m.name, g.in, dtype_name(out), g.rows, g.cols,
+                    m.scale_mode == FUSEDNORM_SCALE_DYNAMIC_GROUP ? m.group
+                    : m.scale_mode == FUSEDNORM_SCALE_DYNAMIC_ROW ? g.cols
+                                                                  : 0,
+                    m.residual, g.sets},
+              r);
+  }
+  void print_row(const Label& l, const Result& r) {
     const double us = r.timing.sec * 1e6, gbps = r.timing.sec > 0 ? r.bytes / r.timing.sec / 1e9 : 0,
                  pct = copy > 0 ? gbps / copy * 100.0 : 0;
     if (o.json) {
       JsonLine j;
-      j.str("op", "rmsnorm_quant").str("mode", m.name).str("device", dev.label()).str("in_dtype", dtype_name(g.in))
-          .str("out_dtype", dtype_name(out)).integer("rows", g.rows).integer("cols", g.cols)
-          .integer("group_size", m.scale_mode == FUSEDNORM_SCALE_DYNAMIC_GROUP ? m.group
-                                 : m.scale_mode == FUSEDNORM_SCALE_DYNAMIC_ROW ? g.cols : 0)
-          .boolean("residual", m.residual).str("status", r.ok ? "ok" : "error");
+      j.str("op", l.op).str("mode", l.mode).str("device", dev.label()).str("in_dtype", dtype_name(l.in))
+          .str("out_dtype", l.out).integer("rows", l.rows).integer("cols", l.cols).integer("group_size", l.group)
+          .boolean("residual", l.residual).str("status", r.ok ? "ok" : "error");
       if (!r.ok) j.str("error", r.error);
       j.num("us", us).num("us_min", r.timing.min_sec * 1e6).num("gbps", gbps).num("copy_gbps", copy).num("pct_of_copy", pct)
           .integer("mismatches", r.mismatches).integer("checked_rows", r.checked).num("bytes", r.bytes)
-          .integer("sets", (long long)g.sets).integer("reps", r.timing.samples).str("timing", r.method)
+          .integer("sets", (long long)l.sets).integer("reps", r.timing.samples).str("timing", r.method)
           .integer("calls_per_rep", r.timing.inner).integer("threads", threads).str("cpu_target", target)
           .integer("seed", (long long)o.seed);
       printf("%s\n", j.done().c_str());
     } else if (!r.ok) {
-      printf("%-13s %-14s %-5s %-11s %6" PRId64 " %6" PRId64 " %5zu  ERROR: %s\n", "rmsnorm_quant", m.name.c_str(),
-             dtype_name(g.in), dtype_name(out), g.rows, g.cols, g.sets, r.error.c_str());
+      printf("%-13s %-14s %-5s %-11s %6" PRId64 " %6" PRId64 " %5zu  ERROR: %s\n", l.op, l.mode.c_str(),
+             dtype_name(l.in), l.out.c_str(), l.rows, l.cols, l.sets, r.error.c_str());
     } else {
-      printf("%-13s %-14s %-5s %-11s %6" PRId64 " %6" PRId64 " %5zu %6d", "rmsnorm_quant", m.name.c_str(),
-             dtype_name(g.in), dtype_name(out), g.rows, g.cols, g.sets, r.timing.samples);
+      printf("%-13s %-14s %-5s %-11s %6" PRId64 " %6" PRId64 " %5zu %6d", l.op, l.mode.c_str(), dtype_name(l.in),
+             l.out.c_str(), l.rows, l.cols, l.sets, r.timing.samples);
       if (!dev.is_host()) printf(" %-6s", r.method);
       printf(" %11.2f %8.2f %6.1f %10lld\n", us, gbps, pct, r.mismatches);
     }
     fflush(stdout);
+  }
+  // Counts a finished case.
+  void tally(const Result& r) {
+    if (!r.ok) ++failures;
+    total_mismatches += r.mismatches;
+    ++cases_done;
   }
 
   // Sets up the buffers of one shape and input dtype and runs its cases.
@@ -327,37 +356,45 @@ struct Run {
     for (const ModeSpec* m : modes)
       for (DType out : o.out) {
         Result r;
+        sets_now = g.sets;
         try {
           r = run_case(g, *m, out);
         } catch (const std::exception& e) {
           r.ok = false;
           r.error = e.what();
         }
-        if (!r.ok) ++failures;
-        total_mismatches += r.mismatches;
-        ++cases_done;
+        tally(r);
         print_result(g, *m, out, r);
       }
   }
 
-  int run_all() {
+  int run_all();
+};
+
+// Every rmsnorm_fp4 mode: NVFP4 and MXFP4, row-major and swizzled scales.
+constexpr int kFp4Modes = 4;
+inline void run_fp4_group(Run& run, int64_t rows, int64_t cols, DType in);  // bench_fp4.h
+
+inline int Run::run_all() {
     t_start = now_s();
-    cases_total = int(o.hidden.size() * o.tokens.size() * o.in.size() * o.modes.size() * o.out.size());
+    const int shapes = int(o.hidden.size() * o.tokens.size() * o.in.size());
+    for (const auto& op : o.ops)
+      cases_total += shapes * (op == "rmsnorm_fp4" ? kFp4Modes : int(o.modes.size() * o.out.size()));
     print_header();
-    for (const auto& op : o.ops) {
-      (void)op;  // rmsnorm_quant is the only op so far
+    for (const auto& op : o.ops)
       for (int64_t h : o.hidden)
         for (int64_t t : o.tokens)
-          for (DType in : o.in) run_group(t, h, in);
-    }
+          for (DType in : o.in) {
+            if (op == "rmsnorm_fp4") run_fp4_group(*this, t, h, in);
+            else run_group(t, h, in);
+          }
     const double el = now_s() - t_start;
     FILE* f = o.json ? stderr : stdout;
     fprintf(f, "# %d cases (%d skipped) in %.1f s; %d failed; %lld mismatching bytes in the checked rows: %s\n",
             cases_total, skipped, el, failures, total_mismatches, total_mismatches || failures ? "FAIL" : "OK");
     fflush(f);
     return total_mismatches || failures ? 1 : 0;
-  }
-};
+}
 
 }  // namespace bench
 }  // namespace fusednorm

@@ -15,6 +15,7 @@
 #include <tbb/task_arena.h>
 
 #include "bench_device.h"
+#include "bench_fp4.h"
 #include "bench_options.h"
 #include "bench_run.h"
 #include "bench_timing.h"
