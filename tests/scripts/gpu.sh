@@ -16,6 +16,8 @@ steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(all)
 want() { for s in "${steps[@]}"; do { [ "$s" = all ] && [ "$1" != profile ] && [ "$1" != compare ]; } || [ "$s" = "$1" ] && return 0; done; return 1; }
 status=0
+# One GPU test executable per operation (tests/gpu/), and the many-threads x many-streams test.
+gpu_tests=(test_gpu_rmsnorm_quant test_gpu_rmsnorm_fp4)
 note() { echo "== $*" | tee -a "$out/summary.txt"; }
 
 if [ ! -f /usr/include/hwy/highway.h ]; then
@@ -33,8 +35,8 @@ if want build || want test || want sanitize || want bench || want compare || wan
   t0=$(date +%s)
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DFUSEDNORM_CUDA=ON \
     -DFUSEDNORM_CUDA_ARCHITECTURES="${FUSEDNORM_CUDA_ARCHITECTURES:-90a-real}" >"$out/configure.log" 2>&1 &&
-    ninja -C build-gpu fusednorm fusednorm_cuda fusednorm-bench test_gpu_rmsnorm_quant test_gpu_concurrency \
-      test_rmsnorm_quant_cpu >"$out/build.log" 2>&1
+    ninja -C build-gpu fusednorm fusednorm_cuda fusednorm-bench "${gpu_tests[@]}" test_gpu_concurrency \
+      >"$out/build.log" 2>&1
   rc=$?
   note "build: rc=$rc in $(( $(date +%s) - t0 )) s"
   [ $rc -eq 0 ] || { tail -30 "$out/build.log"; exit 1; }
@@ -43,10 +45,12 @@ nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version --f
 cat "$out/gpu.txt"
 
 if want test; then
-  t0=$(date +%s)
-  ./build-gpu/tests/test_gpu_rmsnorm_quant >"$out/gpu_tests.log" 2>&1
-  rc=$?; [ $rc -eq 0 ] || status=1
-  note "gpu tests: rc=$rc in $(( $(date +%s) - t0 )) s: $(tail -2 "$out/gpu_tests.log" | tr '\n' ' ')"
+  for t in "${gpu_tests[@]}"; do
+    t0=$(date +%s)
+    ./build-gpu/tests/$t >"$out/$t.log" 2>&1
+    rc=$?; [ $rc -eq 0 ] || status=1
+    note "$t: rc=$rc in $(( $(date +%s) - t0 )) s: $(tail -2 "$out/$t.log" | tr '\n' ' ')"
+  done
   # Many host threads x many streams at once (tests/gpu/concurrency_gpu_test.cc).
   t0=$(date +%s)
   ./build-gpu/tests/test_gpu_concurrency >"$out/gpu_concurrency.log" 2>&1
@@ -55,12 +59,14 @@ if want test; then
 fi
 
 if want sanitize; then
-  for tool in memcheck racecheck initcheck synccheck; do
-    t0=$(date +%s)
-    compute-sanitizer --tool $tool --error-exitcode 3 \
-      ./build-gpu/tests/test_gpu_rmsnorm_quant "~[large]" "~[graph]" >"$out/sanitizer_$tool.log" 2>&1
-    rc=$?; [ $rc -eq 0 ] || status=1
-    note "compute-sanitizer $tool: rc=$rc in $(( $(date +%s) - t0 )) s: $(grep -E 'ERROR SUMMARY|All tests passed|test cases' "$out/sanitizer_$tool.log" | tr '\n' ' ')"
+  for t in "${gpu_tests[@]}"; do
+    for tool in memcheck racecheck initcheck synccheck; do
+      t0=$(date +%s)
+      compute-sanitizer --tool $tool --error-exitcode 3 \
+        ./build-gpu/tests/$t "~[large]" "~[graph]" >"$out/sanitizer_${tool}_$t.log" 2>&1
+      rc=$?; [ $rc -eq 0 ] || status=1
+      note "compute-sanitizer $tool $t: rc=$rc in $(( $(date +%s) - t0 )) s: $(grep -E 'ERROR SUMMARY|All tests passed|test cases' "$out/sanitizer_${tool}_$t.log" | tr '\n' ' ')"
+    done
   done
   # The many-threads x many-streams test under memcheck.
   t0=$(date +%s)
