@@ -38,13 +38,14 @@ __device__ __forceinline__ float load_f32_any(const char* p) {
   return math::float_of(u);
 }
 
-// kVec e2m1 codes of v × r in one word: element j in bits 4j .. 4j+3 (element 2k in the low
+// kVec e2m1 codes of v × r in one word (the branch-free encoder, proven equal to the shared one by
+// verify_encoders): element j in bits 4j .. 4j+3 (element 2k in the low
 // nibble of byte k).
 template <int kVec>
 __device__ __forceinline__ uint32_t pack_fp4(const float v[kVec], float r) {
   uint32_t w = 0;
 #pragma unroll
-  for (int j = 0; j < kVec; ++j) w |= math::f4e2m1::encode<false>(math::mul_rn(v[j], r)) << (4 * j);
+  for (int j = 0; j < kVec; ++j) w |= math::encode_f4e2m1_sel(math::mul_rn(v[j], r)) << (4 * j);
   return w;
 }
 
