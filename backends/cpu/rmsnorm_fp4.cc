@@ -39,25 +39,102 @@ HWY_INLINE void StorePackedFp4(VU c0, VU c1, char* out) {
 }
 
 // q_i = enc_e2m1(y_i × r_block) for the row, packed into out. y: the row's y (h_pad floats).
-HWY_NOINLINE void EncodeFp4Row(float* y, const float* r, int64_t h, int64_t block, char* out) {
+HWY_NOINLINE void EncodeFp4Row(const float* y, const float* r, int64_t h, int64_t block, char* out) {
   const DF df;
   const int64_t n = int64_t(hn::Lanes(df));
-  // y × r in place, block by block (a block is a whole number of vectors, or a vector holds
-  // whole blocks: both are powers of two).
-  if (block >= n) {
-    for (int64_t b = 0; b * block < h; ++b) {
-      const VF vr = hn::Set(df, r[b]);
-      for (int64_t i = b * block; i < (b + 1) * block; i += n) hn::StoreU(hn::Mul(hn::LoadU(df, y + i), vr), df, y + i);
-    }
-  } else {
-    for (int64_t i = 0; i < h; ++i) y[i] = math::mul_rn(y[i], r[i / block]);
-  }
   int64_t i = 0;
-  for (; i + 2 * n <= h; i += 2 * n)
-    StorePackedFp4(EncodeMini<math::f4e2m1, false>(hn::LoadU(df, y + i)),
-                   EncodeMini<math::f4e2m1, false>(hn::LoadU(df, y + i + n)), out + i / 2);
+  if (block >= n) {  // a vector lies in one block (both are powers of two)
+    for (; i + 2 * n <= h; i += 2 * n) {
+      const VF v0 = hn::Mul(hn::LoadU(df, y + i), hn::Set(df, r[i / block]));
+      const VF v1 = hn::Mul(hn::LoadU(df, y + i + n), hn::Set(df, r[(i + n) / block]));
+      StorePackedFp4(EncodeMini<math::f4e2m1, false>(v0), EncodeMini<math::f4e2m1, false>(v1), out + i / 2);
+    }
+  }
   for (; i < h; i += 2)
-    out[i / 2] = char(math::f4e2m1::encode<false>(y[i]) | (math::f4e2m1::encode<false>(y[i + 1]) << 4));
+    out[i / 2] = char(math::f4e2m1::encode<false>(math::mul_rn(y[i], r[i / block])) |
+                      (math::f4e2m1::encode<false>(math::mul_rn(y[i + 1], r[(i + 1) / block])) << 4));
+}
+
+// One level of a max tree on 2 * Lanes consecutive lanes: lane j of the result is the max of
+// lanes 2j and 2j+1 (of lo, then of hi), as PairSums for sums.
+HWY_INLINE VU PairMax(VU lo, VU hi) {
+#if HWY_TARGET == HWY_SCALAR
+  return hn::Max(lo, hi);
+#else
+  const DU du;
+  return hn::Max(hn::ConcatEven(du, hi, lo), hn::ConcatOdd(du, hi, lo));
+#endif
+}
+
+// y = (x × inv) × g over the row into y, and amax[b] = max of bits(|y|) over block b. Vectors lie
+// inside blocks (block >= Lanes): per block, the lane-wise max of its vectors goes to vm (one
+// vector a block, padded with zero vectors to a multiple of Lanes blocks), then a tree of PairMax
+// reduces every block's lanes at once (Lanes blocks a vector). Integer maxima: order-free.
+template <class InT>
+HWY_NOINLINE void YBlockMax(const char* x, const float* g, VF inv, float* y, int64_t h, int64_t block, uint32_t* amax,
+                            uint32_t* vm, const NextRow& next) {
+  const DF df;
+  const DU du;
+  const DI di;
+  const int64_t n = int64_t(hn::Lanes(df));
+  const int64_t blocks = h / block, padded = (blocks + n - 1) / n * n;
+  const VI abs_mask = hn::Set(di, int32_t(math::kF32AbsMask));
+  for (int64_t b = 0; b < blocks; ++b) {
+    VI m = hn::Zero(di);
+    next.First(b * block, (b + 1) * block);
+    for (int64_t i = b * block; i < (b + 1) * block; i += n) {
+      const VF v = hn::Mul(hn::Mul(InT::Load(x, i), inv), hn::LoadU(df, g + i));
+      hn::StoreU(v, df, y + i);
+      m = hn::Max(m, hn::And(hn::BitCast(di, v), abs_mask));
+    }
+    hn::Store(hn::BitCast(du, m), du, vm + b * n);
+  }
+  for (int64_t b = blocks; b < padded; ++b) hn::Store(hn::Zero(du), du, vm + b * n);
+  // Lanes per block n -> 1: each level halves the lanes of every block, in block order.
+  int64_t vectors = padded;
+  for (int64_t lanes = n; lanes > 1; lanes /= 2, vectors /= 2)
+    for (int64_t k = 0; k < vectors; k += 2)
+      hn::Store(PairMax(hn::Load(du, vm + k * n), hn::Load(du, vm + (k + 1) * n)), du, vm + (k / 2) * n);
+  for (int64_t b = 0; b < blocks; ++b) amax[b] = vm[b];
+}
+
+// The block scales of a row, Lanes blocks at a time: the shared math's formulas
+// (math::nvfp4_block_scale / mxfp4_block_scale) as vector operations. Every step is an exact
+// IEEE operation or an encoder proven equal to the scalar one; dec(sf) is a table lookup of the
+// shared decoder. codes[b], r[b] for b < blocks (amax padded to a multiple of Lanes).
+HWY_NOINLINE void BlockScales(const uint32_t* amax, int64_t blocks, bool nv, float gs, const float* dec_table,
+                              uint32_t* codes, float* r) {
+  const DF df;
+  const DU du;
+  const DI di;
+  const int64_t n = int64_t(hn::Lanes(df));
+  int64_t b = 0;
+  for (; b + n <= blocks; b += n) {
+    const VU a = hn::LoadU(du, amax + b);
+    const auto bad = hn::RebindMask(df, GeS(a, math::kF32InfBits));  // NaN or Inf in the block
+    VU code;
+    VF rv;
+    if (nv) {
+      code = EncodeMini<math::f8e4m3fn, false>(hn::Div(hn::Mul(hn::Set(df, gs), hn::BitCast(df, a)), hn::Set(df, 6.0f)));
+      const VF dec = hn::GatherIndex(df, dec_table, hn::BitCast(di, code));
+      const auto zero = hn::RebindMask(df, hn::Eq(hn::And(code, hn::Set(du, math::f8e4m3fn::kMagMask)), hn::Zero(du)));
+      rv = hn::IfThenZeroElse(zero, hn::Div(hn::Set(df, gs), dec));
+      code = hn::IfThenElse(hn::RebindMask(du, bad), hn::Set(du, math::f8e4m3fn::kNan), code);
+    } else {
+      code = EncodeE8m0Up(hn::Div(hn::BitCast(df, a), hn::Set(df, 6.0f)));
+      const VF dec = hn::GatherIndex(df, dec_table, hn::BitCast(di, code));
+      const auto zero = hn::RebindMask(df, hn::And(hn::Eq(code, hn::Zero(du)), hn::Eq(a, hn::Zero(du))));
+      rv = hn::IfThenZeroElse(zero, hn::Div(hn::Set(df, 1.0f), dec));
+      code = hn::IfThenElse(hn::RebindMask(du, bad), hn::Set(du, math::kE8m0Nan), code);
+    }
+    hn::StoreU(code, du, codes + b);
+    hn::StoreU(hn::IfThenZeroElse(bad, rv), df, r + b);
+  }
+  for (; b < blocks; ++b) {
+    const math::BlockScale sc = nv ? math::nvfp4_block_scale(amax[b], gs) : math::mxfp4_block_scale(amax[b]);
+    codes[b] = sc.code;
+    r[b] = sc.r;
+  }
 }
 
 template <class InT>
@@ -66,14 +143,19 @@ void RmsnormFp4RowsT(const RmsnormFp4Call& c, int64_t row_begin, int64_t row_end
   const int64_t n = int64_t(hn::Lanes(df));
   const int64_t h = c.h;
   const int64_t h_pad = (h + n - 1) / n * n;
-  const int64_t blocks = h / c.block;
+  const int64_t blocks = h / c.block, blocks_pad = (blocks + n - 1) / n * n;
   float* part = Scratch(1, size_t(math::reduction_partials(h)));
   float* y = Scratch(2, size_t(h_pad));
-  uint32_t* amax = reinterpret_cast<uint32_t*>(Scratch(3, size_t(blocks)));
-  float* rcp = Scratch(4, size_t(blocks));
+  uint32_t* amax = reinterpret_cast<uint32_t*>(Scratch(3, size_t(blocks_pad)));
+  float* rcp = Scratch(4, size_t(blocks_pad));
+  uint32_t* codes = reinterpret_cast<uint32_t*>(Scratch(5, size_t(blocks_pad)));
+  uint32_t* vm = reinterpret_cast<uint32_t*>(Scratch(6, size_t(blocks_pad * n)));
   const float h_f = math::length_f32(h);
   const float gs = global_scale_value(c.global_scale);
   const bool nv = c.format == FUSEDNORM_FP4_NVFP4;
+  // dec(sf) of every scale code (the shared decoders), for the vector block scales.
+  HWY_ALIGN float dec_table[256];
+  for (uint32_t k = 0; k < 256; ++k) dec_table[k] = nv ? math::f8e4m3fn::decode(k) : math::decode_e8m0(k);
   for (int64_t r = row_begin; r < row_end; ++r) {
     const char* x = row_ptr(c.lead, c.in, r);
     char* out = row_ptr(c.lead, c.out, r);
@@ -87,12 +169,14 @@ void RmsnormFp4RowsT(const RmsnormFp4Call& c, int64_t row_begin, int64_t row_end
     float inv_s = 1.0f;
     x = NormRow<InT>(x, c.res.data != nullptr ? row_ptr(c.lead, c.res, r) : nullptr, c.norm == FUSEDNORM_NORM_RMS, h,
                      h_f, c.eps, part, &inv_s);
-    YAbsMaxUnits<InT>(x, g, hn::Set(df, inv_s), y, h, c.block, amax, next);
+    if (c.block >= n) YBlockMax<InT>(x, g, hn::Set(df, inv_s), y, h, c.block, amax, vm, next);
+    else YAbsMaxUnits<InT>(x, g, hn::Set(df, inv_s), y, h, c.block, amax, next);
+    BlockScales(amax, blocks, nv, gs, dec_table, codes, rcp);
     char* srow = c.swizzled ? c.scales.data : row_ptr(c.lead, c.scales, r);
-    for (int64_t b = 0; b < blocks; ++b) {
-      const math::BlockScale s = nv ? math::nvfp4_block_scale(amax[b], gs) : math::mxfp4_block_scale(amax[b]);
-      srow[c.swizzled ? math::fp4_swizzled_offset(r, b, c.swizzle_tiles) : b] = char(s.code);
-      rcp[b] = s.r;
+    if (c.swizzled) {
+      for (int64_t b = 0; b < blocks; ++b) srow[math::fp4_swizzled_offset(r, b, c.swizzle_tiles)] = char(codes[b]);
+    } else {
+      for (int64_t b = 0; b < blocks; ++b) srow[b] = char(codes[b]);
     }
     EncodeFp4Row(y, rcp, h, c.block, out);
   }

@@ -26,7 +26,7 @@ namespace HWY_NAMESPACE {
 
 constexpr size_t kMaxLaneBytes = HWY_MAX_BYTES;  // widest vector of any target, in bytes
 
-constexpr size_t kScratchSlots = 8;
+constexpr size_t kScratchSlots = 8;  // slots 0 .. 7
 // A thread's scratch floats (slot < kScratchSlots; slot 0 is the per-call gamma' cache of
 // the operation running on the thread), grown on demand and kept for the thread's life.
 HWY_INLINE float* Scratch(size_t slot, size_t n) {

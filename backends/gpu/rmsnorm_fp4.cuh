@@ -49,7 +49,13 @@ __device__ __forceinline__ uint32_t pack_fp4(const float v[kVec], float r) {
   return w;
 }
 
-template <DType kIn, int kSteps, int kWarp>
+// The block scale of amax: NVFP4 (kBlock 16) or MXFP4 (32), the shared math.
+template <int kBlock>
+__device__ __forceinline__ math::BlockScale block_scale(uint32_t amax, float gs) {
+  return kBlock == 16 ? math::nvfp4_block_scale(amax, gs) : math::mxfp4_block_scale(amax);
+}
+
+template <DType kIn, int kSteps, int kBlock, int kWarp>
 __global__ void __launch_bounds__(kMaxBlockThreads / 2)
     rmsnorm_fp4_kernel(FN_GRID_CONSTANT const RmsnormFp4Call c, const RowShape shape, const Accesses acc) {
   using In = InTraits<kIn>;
@@ -60,14 +66,15 @@ __global__ void __launch_bounds__(kMaxBlockThreads / 2)
   __shared__ float inv_of_row[2][kMaxBlockThreads / 32];
   const int T = shape.threads_per_row, P = shape.partials, R = shape.rows_per_block, S = shape.steps;
   const int t = threadIdx.x % T, rib = threadIdx.x / T;
-  const int32_t h = int32_t(c.h), B = int32_t(c.block);
+  constexpr int32_t B = kBlock;
+  const int32_t h = int32_t(c.h);
   const int lanes = (B < P ? B : P) / kFp4Vec;  // threads of a block within a step
   const int spb = B > P ? B / P : 1;            // steps of a block
   const int64_t rows = c.lead.rows;
   const int64_t all_rows = c.swizzled ? c.swizzle_rows : rows;
   const int64_t blocks = c.h / c.block;
   const float gs = c.global_scale != nullptr ? load_f32_any(c.global_scale) : 1.0f;
-  const bool nv = c.format == FUSEDNORM_FP4_NVFP4, norm = c.norm == FUSEDNORM_NORM_RMS;
+  const bool norm = c.norm == FUSEDNORM_NORM_RMS;
   const float len = math::length_f32(c.h), eps = c.eps;
 
   int parity = 0;
@@ -158,14 +165,44 @@ __global__ void __launch_bounds__(kMaxBlockThreads / 2)
 #pragma unroll
         for (int s = 0; s < kFp4MaxSteps; ++s) am[s] = o[s] > am[s] ? o[s] : am[s];
       }
+    // The multiplier of each step's block. A block of kLanes threads (rows of at least a block
+    // a step): thread t computes the scales of the steps s = t (mod kLanes) and stores them; the
+    // others take r by a shuffle (a kLanes-th of the scale work a thread). Shorter rows: every
+    // thread computes its blocks' scales.
+    float r[kFp4MaxSteps];
+    constexpr int kLanes = kBlock / kFp4Vec, kPer = (kFp4MaxSteps + kLanes - 1) / kLanes;
+    if (P >= kBlock) {
+      const int my = t % kLanes, lane = int(threadIdx.x % kWarp);
+      float mine[kPer];
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) {
+        uint32_t a = 0;
+#pragma unroll
+        for (int s = 0; s < kFp4MaxSteps; ++s) a = s == k * kLanes + my ? am[s] : a;
+        const math::BlockScale bs = block_scale<kBlock>(a, gs);
+        mine[k] = bs.r;
+        const int s_own = k * kLanes + my;
+        const int32_t e0 = s_own * P + kFp4Vec * (t - my);
+        if (s_own < S && e0 < h && real)
+          *fp4_scale_ptr(c.lead, c.scales, c.swizzled, c.swizzle_tiles, row, e0 / B) = char(bs.code);
+      }
+#pragma unroll
+      for (int s = 0; s < kFp4MaxSteps; ++s) r[s] = FN_SHFL(mine[s / kLanes], lane - my + s % kLanes, kWarp);
+    } else {
+#pragma unroll
+      for (int s = 0; s < kFp4MaxSteps; ++s) {
+        const int32_t e = s * P + kFp4Vec * t;
+        const math::BlockScale bs = block_scale<kBlock>(am[s], gs);
+        r[s] = bs.r;
+        if (s < S && e < h && real && t % lanes == 0 && s % spb == 0)
+          *fp4_scale_ptr(c.lead, c.scales, c.swizzled, c.swizzle_tiles, row, e / B) = char(bs.code);
+      }
+    }
 #pragma unroll
     for (int s = 0; s < kFp4MaxSteps; ++s) {
       const int32_t e = s * P + kFp4Vec * t;
       if (!(s < S && e < h && real)) continue;
-      const math::BlockScale bs = nv ? math::nvfp4_block_scale(am[s], gs) : math::mxfp4_block_scale(am[s]);
-      if (t % lanes == 0 && s % spb == 0)
-        *fp4_scale_ptr(c.lead, c.scales, c.swizzled, c.swizzle_tiles, row, e / B) = char(bs.code);
-      const uint32_t w = pack_fp4<kFp4Vec>(x[s], bs.r);
+      const uint32_t w = pack_fp4<kFp4Vec>(x[s], r[s]);
       char* p = out_row + e / 2;
       if (acc.out == kVectors) {
         FN_STORE_GLOBAL(reinterpret_cast<uint32_t*>(p), w);
@@ -215,8 +252,11 @@ gpuError_t launch_rmsnorm_fp4_in(const RmsnormFp4Call& c, const RowShape& shape,
   const int64_t groups = (all_rows + shape.rows_per_block - 1) / shape.rows_per_block;
   const unsigned grid = unsigned(std::min<int64_t>(groups, int64_t(1) << 20));
   const unsigned threads = unsigned(shape.rows_per_block * shape.threads_per_row);
-  if (shape.steps <= 4) rmsnorm_fp4_kernel<kIn, 4, kGpuWarp><<<grid, threads, 0, stream>>>(c, shape, acc);
-  else rmsnorm_fp4_kernel<kIn, kMaxSteps, kGpuWarp><<<grid, threads, 0, stream>>>(c, shape, acc);
+  const bool nv = c.format == FUSEDNORM_FP4_NVFP4;
+  if (shape.steps <= 4 && nv) rmsnorm_fp4_kernel<kIn, 4, 16, kGpuWarp><<<grid, threads, 0, stream>>>(c, shape, acc);
+  else if (shape.steps <= 4) rmsnorm_fp4_kernel<kIn, 4, 32, kGpuWarp><<<grid, threads, 0, stream>>>(c, shape, acc);
+  else if (nv) rmsnorm_fp4_kernel<kIn, kMaxSteps, 16, kGpuWarp><<<grid, threads, 0, stream>>>(c, shape, acc);
+  else rmsnorm_fp4_kernel<kIn, kMaxSteps, 32, kGpuWarp><<<grid, threads, 0, stream>>>(c, shape, acc);
   return gpuGetLastError();
 }
 

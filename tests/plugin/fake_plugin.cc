@@ -67,6 +67,8 @@ const fusednorm_plugin kPlugin = {
     fake_rmsnorm_quant,
     nullptr,  // verify_encoders
     nullptr,  // target
+    nullptr,  // rmsnorm_fp4
+    nullptr,  // dequantize_fp4
 };
 
 }  // namespace
