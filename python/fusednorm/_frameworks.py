@@ -138,7 +138,10 @@ class TorchAdapter(_Adapter):
 
     def empty(self, like, shape, f, column_major=False):
         torch = self.torch
-        dt = torch_dtype(f)
+        if f.torch is not None and hasattr(torch, f.torch):
+            dt = torch_dtype(f)
+        else:  # a type PyTorch lacks (float8_e4m3): its codes as uint8
+            dt = torch.uint8
         if f is _F4:
             shape = _packed_shape(shape)
         if column_major and len(shape) > 1:
