@@ -42,7 +42,7 @@ step "python: venv and test packages (pip)" setup
 export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
 step "python: pip install ./python (libfusednorm + extension)" \
   "$venv/bin/python" -m pip install --quiet --no-cache-dir --no-build-isolation --force-reinstall --no-deps \
-  ./python -Cbuild-dir="$dir/skbuild"
+  ./python -Cbuild-dir="$PWD/$dir/skbuild"
 
 export TORCHINDUCTOR_CACHE_DIR="$PWD/$dir/torchinductor" TRITON_CACHE_DIR="$PWD/$dir/triton"
 export PYTHONDONTWRITEBYTECODE=1
