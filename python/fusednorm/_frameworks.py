@@ -217,6 +217,31 @@ class DlpackAdapter(_Adapter):
         return 0
 
 
+class CapsuleAdapter(_Adapter):
+    """A DLPack capsule (from x.__dlpack__() or to_dlpack): usable once, as an argument of the
+    out= forms and of the *_into functions; its element type is the capsule's own unless the
+    call names one (dtype=, src_dtype=, ...). No new arrays can be made like it."""
+
+    name = "capsule"
+
+    def format(self, x):
+        return None
+
+    def arg_in(self, x, f):
+        return (x, f.code, f.bits)
+
+    def arg_out(self, x, f):
+        return self.arg_in(x, f), None
+
+    def _no_new_arrays(self, *args, **kw):
+        raise TypeError("fusednorm: a DLPack capsule cannot be the model for new arrays; pass out=")
+
+    logical_shape = empty = scalar = _no_new_arrays
+
+    def stream(self, x):
+        return 0
+
+
 _ADAPTERS = {}
 
 
@@ -234,6 +259,8 @@ def adapter(x):
         from . import torch as _register  # noqa: F401  (the custom ops, on first torch use)
     elif hasattr(x, "__dlpack__"):
         a = DlpackAdapter()
+    elif t.__name__ == "PyCapsule":
+        a = CapsuleAdapter()
     else:
         raise TypeError("fusednorm: %s.%s is not an array (it has no __dlpack__)" % (t.__module__, t.__name__))
     _ADAPTERS[t] = a

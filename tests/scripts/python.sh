@@ -42,10 +42,17 @@ step "python: venv and test packages (pip)" setup
 export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
 step "python: pip install ./python (libfusednorm + extension)" \
   "$venv/bin/python" -m pip install --quiet --no-cache-dir --no-build-isolation --force-reinstall --no-deps \
-  ./python -Cbuild-dir="$PWD/$dir/skbuild"
+  ./python --config-settings=build-dir="$PWD/$dir/skbuild"
 
 export TORCHINDUCTOR_CACHE_DIR="$PWD/$dir/torchinductor" TRITON_CACHE_DIR="$PWD/$dir/triton"
 export PYTHONDONTWRITEBYTECODE=1
+"$venv/bin/python" -c 'import fusednorm, sys
+try:
+    import torch
+    t = "PyTorch " + torch.__version__
+except Exception as e:
+    t = "no PyTorch (%s): its tests skip" % e
+print("fusednorm %s (%s), %s" % (fusednorm.version(), fusednorm.cpu_target(), t))'
 rc=0
-step "python: pytest python/tests" "$venv/bin/python" -m pytest -p no:cacheprovider -q -rs python/tests "$@" || rc=$?
+step "python: pytest python/tests" "$venv/bin/python" -m pytest -p no:cacheprovider -q python/tests "$@" || rc=$?
 exit $rc
