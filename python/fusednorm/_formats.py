@@ -44,12 +44,31 @@ ALIASES = {
     "float4_e2m1fn_x2": "float4_e2m1fn", "half": "float16", "float": "float32",
 }
 
-_BY_CODE = {(f.code, f.bits): f for f in FORMATS.values()}
+_CACHE = {}  # dtype object or name -> Format, or None for a type fusednorm lacks (uint8, float64, ...)
+
+
+def format_or_none(dtype) -> Optional[Format]:
+    """format_of(dtype), or None where fusednorm has no such type. Cached per dtype object."""
+    try:
+        return _CACHE[dtype]
+    except KeyError:
+        pass
+    except TypeError:  # unhashable
+        return _lookup(dtype)
+    f = _CACHE[dtype] = _lookup(dtype)
+    return f
 
 
 def format_of(dtype) -> Format:
     """The Format of a name ("float8_e4m3fn", "f8e4m3fn"), a NumPy/ml_dtypes dtype or type, or a
     torch.dtype. Raises ValueError for anything else."""
+    f = format_or_none(dtype)
+    if f is None:
+        raise ValueError("fusednorm: unknown element type %r; known: %s" % (dtype, ", ".join(FORMATS)))
+    return f
+
+
+def _lookup(dtype) -> Optional[Format]:
     if isinstance(dtype, Format):
         return dtype
     if isinstance(dtype, str):
@@ -63,18 +82,10 @@ def format_of(dtype) -> Format:
             try:
                 import numpy as np
                 name = np.dtype(dtype).name
-            except TypeError:
+            except Exception:
                 name = text
         name = ALIASES.get(name, name)
-    f = FORMATS.get(name)
-    if f is None:
-        raise ValueError("fusednorm: unknown element type %r; known: %s"
-                         % (dtype, ", ".join(FORMATS)))
-    return f
-
-
-def format_of_code(code: int, bits: int) -> Optional[Format]:
-    return _BY_CODE.get((code, bits))
+    return FORMATS.get(name)
 
 
 def numpy_dtype(f: Format):

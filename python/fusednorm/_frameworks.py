@@ -17,7 +17,7 @@ An adapter answers, for arrays of its framework:
 
 import numpy as np
 
-from ._formats import FORMATS, Format, format_of, numpy_dtype, torch_dtype
+from ._formats import FORMATS, format_or_none, numpy_dtype, torch_dtype
 
 _CLASSIC = {"float32", "float16", "int8"}  # types every framework exports through DLPack
 _F4 = FORMATS["float4_e2m1fn"]
@@ -33,10 +33,7 @@ def _unpacked_shape(shape):
 
 class _Adapter:
     def format(self, x):
-        try:
-            return format_of(x.dtype)
-        except (ValueError, AttributeError, TypeError):
-            return None
+        return format_or_none(getattr(x, "dtype", None))
 
 
 # ------------------------------------------------------------------------------ NumPy
@@ -110,7 +107,22 @@ class TorchAdapter(_Adapter):
 
     def __init__(self):
         import torch
+        from . import _C
         self.torch = torch
+        self.to_dlpack = torch.utils.dlpack.to_dlpack  # a capsule, no stream synchronization
+        # The torch dtypes whose DLPack export is the library's type (probed once: PyTorch
+        # versions differ); others travel as uint8/uint16 views with the type code beside them.
+        self.native = {}
+        for f in FORMATS.values():
+            dt = getattr(torch, f.torch, None) if f.torch else None
+            if dt is None or f is _F4:
+                continue
+            try:
+                code, bits, lanes = _C.dlpack_dtype(self.to_dlpack(torch.empty(0, dtype=dt)))
+            except Exception:
+                continue
+            if (code, bits, lanes) == (f.code, f.bits, 1):
+                self.native[dt] = f
 
     def logical_shape(self, x, f):
         if f is _F4 and x.dim() > 0:  # float4_e2m1fn_x2 or uint8: two elements a byte
@@ -118,16 +130,13 @@ class TorchAdapter(_Adapter):
         return tuple(x.shape)
 
     def _dl(self, x):
-        # CUDA/ROCm: the call runs on the stream PyTorch orders x's work on (self.stream), so
-        # PyTorch must not synchronize anything (stream=-1); CPU: nanobind calls __dlpack__.
-        if x.device.type == "cpu":
-            return x
-        return x.__dlpack__(stream=-1)
+        # torch.utils.dlpack.to_dlpack: no synchronization; the call runs on the stream PyTorch
+        # orders x's work on (self.stream), so none is needed.
+        return self.to_dlpack(x.detach() if x.requires_grad else x)
 
     def arg_in(self, x, f):
-        if f.name in _CLASSIC or f.name == "bfloat16":
-            if x.dtype == torch_dtype(f):
-                return self._dl(x)
+        if self.native.get(x.dtype) is f:
+            return self._dl(x)
         torch = self.torch
         storage = torch.uint16 if f.bits == 16 else torch.uint8
         raw = x if x.dtype == storage else x.view(storage)
@@ -153,7 +162,7 @@ class TorchAdapter(_Adapter):
         return self.torch.full((1,), value, dtype=self.torch.float32, device=like.device)
 
     def stream(self, x):
-        if x.device.type == "cpu":
+        if not x.is_cuda:  # CPU (ROCm builds of PyTorch report their GPUs as cuda too)
             return 0
         return self.torch.cuda.current_stream(x.device).cuda_stream
 

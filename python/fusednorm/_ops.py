@@ -74,10 +74,25 @@ def _opt_format(dtype):
 
 
 def _torch_compiling(x):
-    if type(x).__module__.split(".")[0] != "torch":
-        return False
-    torch = sys.modules["torch"]
-    return torch.compiler.is_compiling()
+    return adapter(x).name == "torch" and sys.modules["torch"].compiler.is_compiling()
+
+
+def _cached_options(make):
+    """make(*args) -> a _C options object, memoized on its arguments: the options are read-only
+    once made (the C call takes them const), so calls with the same arguments share one."""
+    cache = {}
+
+    def get(*args):
+        try:
+            return cache[args]
+        except KeyError:
+            o = cache[args] = make(*args)
+            if len(cache) > 256:
+                cache.pop(next(iter(cache)))
+            return o
+        except TypeError:  # an unhashable argument
+            return make(*args)
+    return get
 
 
 # ------------------------------------------------------------------------------ cast
@@ -89,6 +104,7 @@ def cast_shapes(shape):
     return tuple(shape)
 
 
+@_cached_options
 def _cast_options(e8m0_rounding):
     o = _C.CastOptions()
     if e8m0_rounding is not None:
@@ -158,6 +174,7 @@ def rmsnorm_quant_shapes(shape, scale_mode="row", group_size=None, packed_scales
     return out, lead + ((h // g) if g > 0 else 0,)
 
 
+@_cached_options
 def _rmsnorm_quant_options(scale_mode, group_size, packed_scales, norm, eps, weight_offset, scale_ub,
                            min_scale, qmax):
     o = _C.RmsnormQuantOptions()

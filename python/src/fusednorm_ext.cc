@@ -159,6 +159,14 @@ NB_MODULE(_C, m) {
     return d;
   });
 
+  // The DLPack dtype an array exports, (code, bits, lanes): how the package learns which of a
+  // framework's types reach the library unchanged.
+  m.def("dlpack_dtype", [](nb::handle array) {
+    nb::ndarray<nb::ro> a;
+    if (!nb::try_cast(array, a)) throw nb::type_error("dlpack_dtype: not an array");
+    return nb::make_tuple(int(a.dtype().code), int(a.dtype().bits), int(a.dtype().lanes));
+  });
+
   // ------------------------------------------------------------------ cast
   nb::class_<fusednorm_cast_options>(m, "CastOptions", "fusednorm_cast_options, with the library's defaults")
       .def("__init__", [](fusednorm_cast_options* o) {
