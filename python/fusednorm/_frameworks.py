@@ -15,6 +15,8 @@ An adapter answers, for arrays of its framework:
   stream(x)              the stream the producer orders its work on (0 on the CPU)
 """
 
+import sys
+
 import numpy as np
 
 from ._formats import FORMATS, format_or_none, numpy_dtype, torch_dtype
@@ -197,23 +199,38 @@ class DlpackAdapter(_Adapter):
     def arg_out(self, x, f):
         return self.arg_in(x, f), None
 
+    @staticmethod
+    def _namespace(like):
+        """The array namespace of like (array API), else its top-level module (CuPy, ...)."""
+        ns = getattr(like, "__array_namespace__", None)
+        return ns() if ns is not None else sys.modules[type(like).__module__.split(".")[0]]
+
+    @staticmethod
+    def _on_device(make, like, *args, **kw):
+        """make(*args, device=like.device, **kw) where the namespace takes a device (array API),
+        else make(*args, **kw) on the framework's current device."""
+        if hasattr(like, "device"):
+            try:
+                return make(*args, device=like.device, **kw)
+            except TypeError:
+                pass
+        return make(*args, **kw)
+
     def empty(self, like, shape, f, column_major=False):
-        xp = like.__array_namespace__()
+        xp = self._namespace(like)
         dt = getattr(xp, f.name, None)
         if dt is None:
             dt = xp.uint16 if f.bits == 16 else xp.uint8
             if f is _F4:
                 shape = _packed_shape(shape)
-        kw = {"device": like.device} if hasattr(like, "device") else {}
         if column_major and len(shape) > 1:
-            a = xp.empty((shape[-1],) + tuple(shape[:-1]), dtype=dt, **kw)
+            a = self._on_device(xp.empty, like, (shape[-1],) + tuple(shape[:-1]), dtype=dt)
             return xp.moveaxis(a, 0, -1)
-        return xp.empty(shape, dtype=dt, **kw)
+        return self._on_device(xp.empty, like, shape, dtype=dt)
 
     def scalar(self, like, value):
-        xp = like.__array_namespace__()
-        kw = {"device": like.device} if hasattr(like, "device") else {}
-        return xp.asarray([value], dtype=xp.float32, **kw)
+        xp = self._namespace(like)
+        return self._on_device(xp.asarray, like, [value], dtype=xp.float32)
 
     def stream(self, x):
         device_type, _ = x.__dlpack_device__()
