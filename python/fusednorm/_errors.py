@@ -40,6 +40,9 @@ class InternalError(Error):
     status, status_name = 5, "INTERNAL_ERROR"
 
 
+for _cls in (Error, InvalidArgumentError, UnsupportedError, BackendUnavailableError, DeviceError, InternalError):
+    _cls.__module__ = "fusednorm"  # shown as fusednorm.InvalidArgumentError in tracebacks
+
 _BY_STATUS = {c.status: c for c in (InvalidArgumentError, UnsupportedError, BackendUnavailableError,
                                     DeviceError, InternalError)}
 
