@@ -172,6 +172,13 @@ class TorchAdapter(_Adapter):
 # ------------------------------------------------------------------------------ any other DLPack array
 
 
+def _refuse_immutable(x):
+    """JAX arrays are immutable: DLPack would let the library write into a buffer JAX may share."""
+    if type(x).__module__.split(".")[0] in ("jax", "jaxlib"):
+        raise TypeError("fusednorm: JAX arrays are immutable and cannot be written: pass JAX inputs "
+                        "with out= arrays of a framework that owns mutable memory (NumPy, PyTorch, CuPy)")
+
+
 class DlpackAdapter(_Adapter):
     """Arrays of other frameworks (CuPy, ...): DLPack in, and the array API namespace
     (x.__array_namespace__()) for new arrays. Types the framework lacks are stored as uint8."""
@@ -197,6 +204,7 @@ class DlpackAdapter(_Adapter):
         return (self._capsule(x), f.code, f.bits)
 
     def arg_out(self, x, f):
+        _refuse_immutable(x)
         return self.arg_in(x, f), None
 
     @staticmethod
@@ -217,6 +225,7 @@ class DlpackAdapter(_Adapter):
         return make(*args, **kw)
 
     def empty(self, like, shape, f, column_major=False):
+        _refuse_immutable(like)
         xp = self._namespace(like)
         dt = getattr(xp, f.name, None)
         if dt is None:

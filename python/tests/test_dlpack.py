@@ -2,6 +2,7 @@
 around NumPy that offers only the DLPack and array-API protocols), and DLPack capsules."""
 
 import numpy as np
+import pytest
 
 import fusednorm
 import oracle
@@ -57,3 +58,17 @@ def test_stream_argument_on_the_cpu():
 
     for stream in (0, 12345, CupyLikeStream()):
         assert np.array_equal(fusednorm.cast(x, "float16", stream=stream), x.astype(np.float16))
+
+
+def test_jax_arrays_are_inputs_only():
+    """JAX arrays are immutable: read as inputs, refused as outputs (no JAX here: a stand-in
+    class from a module named like JAX's)."""
+    ArrayImpl = type("ArrayImpl", (Foreign,), {"__module__": "jaxlib._jax"})
+    x = np.linspace(-1, 1, 64, dtype=np.float32).reshape(2, 32)
+    out = np.zeros((2, 32), np.float16)
+    fusednorm.cast(ArrayImpl(x), out=out)
+    assert np.array_equal(out, x.astype(np.float16))
+    with pytest.raises(TypeError, match="immutable"):
+        fusednorm.cast(ArrayImpl(x), "float16")
+    with pytest.raises(TypeError, match="immutable"):
+        fusednorm.cast(x, out=ArrayImpl(np.zeros((2, 32), np.float16)))

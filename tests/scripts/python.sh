@@ -3,7 +3,8 @@
 # test dependencies from PyPI (numpy, ml_dtypes, pytest, the build tools scikit-build-core and
 # nanobind, and PyTorch with torch.compile unless FUSEDNORM_PY_TORCH=0), `pip install ./python`
 # (which builds libfusednorm from this repository, CPU only), then pytest over python/tests.
-# Prints pytest's summary line last; exits with pytest's status. Everything it writes stays under
+# Prints pytest's summary line (then, when run on its own, the table of its steps' seconds);
+# exits with pytest's status. Everything it writes stays under
 # build-python/ (venv, CMake build directory, PyTorch's compile caches).
 #   bash tests/scripts/python.sh                 # the whole suite
 #   bash tests/scripts/python.sh -k cast         # pytest arguments
