@@ -169,3 +169,15 @@ def test_non_finite_rows_follow_the_edge_policy(fw):
     assert np.isnan(oracle.as_f32(s)[:2]).all()
     check_same(q, want_q, "q")
     check_same(s, want_s, "scales")
+
+
+@pytest.mark.parametrize("h", [8, 40, 2048, 5120, 7168])
+def test_hidden_sizes_of_real_models(h):
+    """The canonical reduction (numerics.md §2) at sizes with a tail (40: 8 partials, 5 steps), many
+    steps and the partial counts of real models; per row and per group of 32 where H allows."""
+    x, w = inputs("bfloat16", rows=3, h=h, seed=h)
+    for mode in ("row", "group") if h % 32 == 0 else ("row",):
+        q, s = fusednorm.rmsnorm_quant(x, w, scale_mode=mode, group_size=32)
+        want_q, want_s, _ = oracle.rmsnorm_quant(x, w, in_fmt="bfloat16", scale_mode=mode, group_size=32)
+        check_same(q, want_q, "q")
+        check_same(s, want_s, "scales")
