@@ -5,6 +5,7 @@
   <op>(...)          the public function: functional form (allocates) or out= form
 """
 
+import numbers
 import sys
 
 from . import _C
@@ -242,7 +243,7 @@ def rmsnorm_quant(x, weight=None, *, dtype=None, scale_mode="row", group_size=No
     if static:
         if scale is None:
             raise TypeError("fusednorm.rmsnorm_quant: scale_mode='static' needs scale=")
-        scales = a.scalar(x, float(scale)) if isinstance(scale, (int, float)) else scale
+        scales = a.scalar(x, float(scale)) if isinstance(scale, numbers.Real) else scale
     if out is None:
         qshape, sshape = rmsnorm_quant_shapes(a.logical_shape(x, None), scale_mode, group_size, packed_scales)
         qfmt = format_of(dtype if dtype is not None else "float8_e4m3fn")

@@ -181,3 +181,12 @@ def test_hidden_sizes_of_real_models(h):
         want_q, want_s, _ = oracle.rmsnorm_quant(x, w, in_fmt="bfloat16", scale_mode=mode, group_size=32)
         check_same(q, want_q, "q")
         check_same(s, want_s, "scales")
+
+
+def test_static_scale_spellings(fw):
+    x, w = inputs("float32", seed=13)
+    want_q, _, _ = oracle.rmsnorm_quant(x, w, scale_mode="static", scale=0.25)
+    for scale in (0.25, np.float32(0.25), make(fw, np.array([0.25], np.float32))):
+        q, s = fusednorm.rmsnorm_quant(make(fw, x), make(fw, w), scale_mode="static", scale=scale)
+        check_same(q, want_q, "q")
+        assert float(oracle.as_f32(s)[0]) == 0.25
