@@ -109,9 +109,9 @@ def main(argv=None):
             # intermediates of the surrounding ops in float32 unless told to round like eager
             # does; with that, the compiled model gives eager's bytes.
             import torch._inductor.config as inductor_config
-            inductor_config.emulate_precision_casts = True
-            compiled = torch.compile(model, fullgraph=True)
-            same = torch.equal(compiled(x).float(), after)
+            with inductor_config.patch(emulate_precision_casts=True):
+                compiled = torch.compile(model, fullgraph=True)
+                same = torch.equal(compiled(x).float(), after)
             print("torch.compile(fullgraph=True): %s" % ("the eager bytes" if same else "DIFFERS from eager"))
             result["compiled_equal"] = same
     return result
