@@ -10,10 +10,8 @@ import sys
 
 from . import _C
 from ._errors import check
-from ._formats import FORMATS, format_of
+from ._formats import format_of
 from ._frameworks import adapter
-
-_F32 = FORMATS["float32"]
 
 
 def _choice(what, value, table):
@@ -139,7 +137,7 @@ def cast(src, dtype=None, *, out=None, src_dtype=None, e8m0_rounding=None, strea
     then."""
     if _torch_compiling(src):
         from . import torch as ft
-        return ft.cast(src, dtype, out=out, e8m0_rounding=e8m0_rounding)
+        return ft.cast(src, dtype, out=out, src_dtype=src_dtype, e8m0_rounding=e8m0_rounding)
     a = adapter(src)
     sfmt = _opt_format(src_dtype) or a.format(src)
     if out is None:
