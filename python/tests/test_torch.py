@@ -127,3 +127,16 @@ def test_example_swaps_and_compiles():
     assert r["swapped"] == 2
     assert 0 < r["relative_difference"] < 0.05  # FP8 rounding of slightly different y: close, not equal
     assert r["compiled_equal"]
+
+
+def test_raw_codes_under_torch_compile():
+    """float8_e4m3 has no torch dtype: uint8 codes named by src_dtype=, eagerly and compiled."""
+    torch._dynamo.reset()
+    codes_u8 = torch.arange(256, dtype=torch.int32).to(torch.uint8).reshape(4, 64)
+
+    def decode(c):
+        return fusednorm.cast(c, "float32", src_dtype="float8_e4m3")
+    eager = decode(codes_u8)
+    compiled = torch.compile(decode, fullgraph=True, backend="aot_eager")(codes_u8)
+    assert np.array_equal(codes(eager), codes(compiled))
+    assert eager[0, 0] == 0 and eager[0, 0x38] == 1.0
