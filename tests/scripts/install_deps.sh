@@ -6,6 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 packages=(cmake ninja-build g++ libhwy-dev libtbb-dev catch2 libdlpack-dev python3 python3-venv python3-pip)
+# The Python package (tests/scripts/python.sh: pip install ./python builds a C++ extension): Python.h.
+packages+=(python3-dev)
+# The install test compiles a C program with `pkg-config --cflags --libs fusednorm`.
+packages+=(gcc pkg-config)
 # tests/scripts/sanitize.sh: clang-15 with its sanitizer and libFuzzer runtimes (libclang-common-15-dev).
 packages+=(clang-15 libclang-common-15-dev)
 # The HIP plugin (docs/building.md): Debian's HIP 5.2 on clang-15 (amd64 only), and clang-19 with

@@ -1,0 +1,37 @@
+"""fusednorm._C: the C ABI for the package (python/src/fusednorm_ext.cc). Not a public API.
+
+A tensor argument is None (NULL), an array (anything with __dlpack__, a DLPack capsule or the
+buffer protocol), or (array, dlpack_code, bits) to replace the array's dtype. An operation
+returns None on success and (status, message) on failure."""
+
+from typing import Any, Optional, Tuple, Union
+
+TensorArg = Union[None, Any, Tuple[Any, int, int]]
+Failure = Optional[Tuple[int, str]]
+
+def version() -> Tuple[str, int, int, int]: ...
+def cpu_target() -> str: ...
+def status_string(status: int) -> str: ...
+def query_backend(device_type: int) -> Union[dict, Tuple[int, str]]: ...
+def dlpack_dtype(array: Any) -> Tuple[int, int, int]: ...
+
+class CastOptions:
+    e8m0_rounding: int
+    def __init__(self) -> None: ...
+
+def cast(src: TensorArg, dst: TensorArg, options: CastOptions, stream: int) -> Failure: ...
+
+class RmsnormQuantOptions:
+    norm: int
+    scale_mode: int
+    scale_placement: int
+    group_size: int
+    eps: float
+    weight_offset: float
+    scale_ub: float
+    min_scale: float
+    qmax: float
+    def __init__(self) -> None: ...
+
+def rmsnorm_quant(input: TensorArg, residual: TensorArg, weight: TensorArg, output: TensorArg, scales: TensorArg,
+                  options: RmsnormQuantOptions, stream: int) -> Failure: ...

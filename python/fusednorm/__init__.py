@@ -1,0 +1,27 @@
+"""fusednorm: fused RMSNorm + quantization kernels (CPU, CUDA, HIP) for any DLPack array.
+
+Operations (each a functional form that allocates its outputs in the caller's framework and on
+the caller's device, and an out= form that writes into arrays the caller owns):
+  rmsnorm_quant(x, weight, dtype=..., scale_mode=..., ...) -> (q, scales)
+  cast(src, dtype) -> dst
+Queries: version(), backends(), cpu_target(). Errors: fusednorm.Error and one subclass per
+status of the C library, carrying its status and message. PyTorch: the operations are also
+torch.library custom ops (torch.ops.fusednorm.*, registered by importing fusednorm.torch, done
+on the first call with a torch tensor), so torch.compile(fullgraph=True) traces them.
+The C ABI, its options and the exact arithmetic: include/fusednorm/fusednorm.h,
+docs/numerics.md; this package: docs/python.md.
+"""
+
+from ._errors import (BackendUnavailableError, DeviceError, Error, InternalError, InvalidArgumentError,
+                      UnsupportedError)
+from ._formats import FORMATS, Format, format_of
+from ._ops import (backends, cast, cast_into, cast_shapes, cpu_target, rmsnorm_quant, rmsnorm_quant_into,
+                   rmsnorm_quant_shapes, version)
+
+__version__ = version()
+
+__all__ = [
+    "BackendUnavailableError", "DeviceError", "Error", "FORMATS", "Format", "InternalError",
+    "InvalidArgumentError", "UnsupportedError", "backends", "cast", "cast_into", "cast_shapes",
+    "cpu_target", "format_of", "rmsnorm_quant", "rmsnorm_quant_into", "rmsnorm_quant_shapes", "version",
+]

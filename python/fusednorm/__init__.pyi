@@ -1,0 +1,60 @@
+"""Type stubs of the package fusednorm (docs/python.md)."""
+
+from typing import Any, Dict, List, Literal, NamedTuple, Optional, Sequence, Tuple, Union
+
+Array = Any  # NumPy array, torch.Tensor, or any object with __dlpack__
+DType = Union[str, Any]  # a name ("float8_e4m3fn", "f8e4m3fn"), a NumPy/ml_dtypes dtype, a torch.dtype
+Stream = Union[None, int, Any]  # a handle, torch.cuda.Stream or a CuPy stream; None: the framework's current
+ScaleMode = Literal["row", "group", "static", "dynamic_row", "dynamic_group"]
+
+__version__: str
+
+class Error(RuntimeError):
+    status: int
+    status_name: str
+    message: str
+    def __init__(self, message: str, status: Optional[int] = ...) -> None: ...
+
+class InvalidArgumentError(Error, ValueError): ...
+class UnsupportedError(Error, NotImplementedError): ...
+class BackendUnavailableError(Error): ...
+class DeviceError(Error): ...
+class InternalError(Error): ...
+
+class Format(NamedTuple):
+    name: str
+    code: int
+    bits: int
+    numpy: str
+    torch: Optional[str]
+    native_numpy: bool
+
+FORMATS: Dict[str, Format]
+
+def format_of(dtype: DType) -> Format: ...
+def version() -> str: ...
+def cpu_target() -> str: ...
+def backends() -> List[Dict[str, Any]]: ...
+
+def cast(src: Array, dtype: Optional[DType] = ..., *, out: Optional[Array] = ..., src_dtype: Optional[DType] = ...,
+         e8m0_rounding: Optional[Literal["nearest", "up"]] = ..., stream: Stream = ...) -> Array: ...
+def cast_into(src: Array, dst: Array, src_dtype: Optional[DType] = ..., dst_dtype: Optional[DType] = ...,
+              e8m0_rounding: Optional[Literal["nearest", "up"]] = ..., stream: Stream = ...) -> Array: ...
+def cast_shapes(shape: Sequence[int]) -> Tuple[int, ...]: ...
+
+def rmsnorm_quant(x: Array, weight: Optional[Array] = ..., *, dtype: Optional[DType] = ...,
+                  scale_mode: ScaleMode = ..., group_size: Optional[int] = ..., scale: Union[None, float, Array] = ...,
+                  scale_dtype: Optional[DType] = ..., scales_column_major: bool = ..., packed_scales: bool = ...,
+                  residual: Optional[Array] = ..., norm: Literal["rms", "none"] = ..., eps: Optional[float] = ...,
+                  weight_offset: Optional[float] = ..., scale_ub: Optional[float] = ...,
+                  min_scale: Optional[float] = ..., qmax: Optional[float] = ...,
+                  out: Union[None, Array, Tuple[Array, Optional[Array]]] = ...,
+                  stream: Stream = ...) -> Tuple[Array, Optional[Array]]: ...
+def rmsnorm_quant_into(x: Array, weight: Optional[Array], output: Array, scales: Optional[Array], *,
+                       residual: Optional[Array] = ..., dtype: Optional[DType] = ..., scale_dtype: Optional[DType] = ...,
+                       scale_mode: ScaleMode = ..., group_size: Optional[int] = ..., packed_scales: bool = ...,
+                       norm: Literal["rms", "none"] = ..., eps: Optional[float] = ...,
+                       weight_offset: Optional[float] = ..., scale_ub: Optional[float] = ...,
+                       min_scale: Optional[float] = ..., qmax: Optional[float] = ..., stream: Stream = ...) -> None: ...
+def rmsnorm_quant_shapes(shape: Sequence[int], scale_mode: ScaleMode = ..., group_size: Optional[int] = ...,
+                         packed_scales: bool = ...) -> Tuple[Tuple[int, ...], Optional[Tuple[int, ...]]]: ...

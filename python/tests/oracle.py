@@ -1,0 +1,172 @@
+"""An independent NumPy + ml_dtypes computation of fusednorm's operations, from the spec
+(docs/numerics.md), and the helpers the tests share: arrays of each framework from NumPy data,
+and the bytes of any array."""
+
+import numpy as np
+import ml_dtypes
+
+FP8_MAX = {"float8_e4m3fn": 448.0, "float8_e4m3fnuz": 240.0, "float8_e4m3": 240.0, "float8_e5m2": 57344.0,
+           "float8_e5m2fnuz": 57344.0, "int8": 127.0}
+OUT_FORMATS = list(FP8_MAX)
+IN_FORMATS = ["float32", "float16", "bfloat16"]
+SCALE_FORMATS = ["float32", "float16", "bfloat16", "float8_e8m0fnu"]
+
+
+def np_dtype(name):
+    return np.dtype(name) if name in ("float32", "float16", "int8", "uint8") else np.dtype(getattr(ml_dtypes, name))
+
+
+def codes(a):
+    """The bytes of a NumPy or torch array as a NumPy integer array of its element size (a copy)."""
+    if type(a).__module__.split(".")[0] == "torch":
+        import torch
+        t = a.detach().cpu()
+        size = t.element_size()
+        raw = t.view({1: torch.uint8, 2: torch.int16, 4: torch.int32}[size]).numpy()
+        return raw.view({1: np.uint8, 2: np.uint16, 4: np.uint32}[size]).copy()
+    a = np.asarray(a)
+    return a.view({1: np.uint8, 2: np.uint16, 4: np.uint32}[a.dtype.itemsize]).copy()
+
+
+def as_f32(a, fmt=None):
+    """Decoded values (float32) of an array of NumPy/ml_dtypes or torch elements."""
+    if type(a).__module__.split(".")[0] == "torch":
+        fmt = fmt or str(a.dtype).replace("torch.", "")
+        return codes(a).view(np_dtype(fmt)).astype(np.float32)
+    return np.asarray(a).astype(np.float32)
+
+
+# ------------------------------------------------------------------------------ encoders
+
+
+def enc(values_f32, fmt):
+    """enc_T of numerics.md §1 for finite or special f32 values, as ml_dtypes/NumPy elements:
+    round to nearest even, saturating (±Inf and finite values beyond the largest finite give
+    ±largest), NaN to the format's NaN (int8: 0)."""
+    v = np.asarray(values_f32, np.float32)
+    if fmt == "float32":
+        return v.copy()
+    if fmt in ("float16", "bfloat16"):
+        with np.errstate(all="ignore"):
+            return v.astype(np_dtype(fmt))  # IEEE: overflow to Inf
+    if fmt == "int8":
+        with np.errstate(all="ignore"):
+            return np.clip(np.rint(np.where(np.isnan(v), 0, v)), -128, 127).astype(np.int8)
+    if fmt == "float8_e8m0fnu":
+        return e8m0_up(v).view(np_dtype(fmt))
+    m = FP8_MAX[fmt] if fmt in FP8_MAX else float(ml_dtypes.finfo(np_dtype(fmt)).max)
+    with np.errstate(all="ignore"):
+        clipped = np.where(np.isnan(v), v, np.clip(v, -m, m)).astype(np.float32)
+        out = clipped.astype(np_dtype(fmt))
+    if fmt == "float8_e4m3fn":  # canonical NaN of an operation: 0x7F
+        out = np.where(np.isnan(v), np.array(0x7F, np.uint8).view(out.dtype), out)
+    return out
+
+
+def e8m0_up(v):
+    """enc_e8m0_up: the smallest power of two >= v; v <= 2^-127 (or <= 0) -> 0x00; above 2^127 -> 0xFE;
+    NaN -> 0xFF."""
+    x = np.asarray(v, np.float32).astype(np.float64)
+    with np.errstate(all="ignore"):
+        m, e = np.frexp(np.where(np.isfinite(x) & (x > 0), x, 1.0))
+    k = np.where(m == 0.5, e - 1, e)
+    code = np.clip(k + 127, 0, 0xFE)
+    code = np.where(x > 0, code, 0)
+    code = np.where(np.isposinf(x), 0xFE, code)
+    code = np.where(np.isnan(x), 0xFF, code)
+    return code.astype(np.uint8)
+
+
+# ------------------------------------------------------------------------------ rmsnorm_quant
+
+
+def reduction_partials(h):
+    p = 1 << max(int(h // 4).bit_length() - 1, 0) if h >= 4 else 1
+    return int(min(max(p, 8), 4096))
+
+
+def sum_squares(x):
+    """Σ x² of each row of f32 x [rows, H] in the canonical order (numerics.md §2)."""
+    rows, h = x.shape
+    p = reduction_partials(h)
+    steps = -(-h // p)
+    padded = np.zeros((rows, steps * p), np.float32)
+    padded[:, :h] = x
+    part = np.zeros((rows, p), np.float32)
+    with np.errstate(all="ignore"):
+        for k in range(steps):
+            sl = padded[:, k * p:(k + 1) * p]
+            part = (part + sl * sl).astype(np.float32)
+        while part.shape[1] > 1:
+            part = (part[:, 0::2] + part[:, 1::2]).astype(np.float32)
+    return part[:, 0]
+
+
+def rmsnorm_quant(x, weight, residual=None, *, in_fmt="float32", dtype="float8_e4m3fn", scale_mode="row",
+                  group_size=128, scale=None, scale_dtype="float32", norm="rms", eps=1e-6, weight_offset=0.0,
+                  scale_ub=np.inf, min_scale=0.0, qmax=None):
+    """numerics.md §3 for x [rows, H] (NumPy/ml_dtypes elements of in_fmt). Returns (q, scales,
+    new residual): q as ml_dtypes/NumPy elements, scales [rows, units] as scale_dtype elements
+    (None for a static scale)."""
+    f32 = np.float32
+    xf = np.asarray(x).astype(f32)
+    rows, h = xf.shape
+    new_res = None
+    if residual is not None:
+        with np.errstate(all="ignore"):
+            new_res = enc((xf + np.asarray(residual).astype(f32)).astype(f32), in_fmt)
+        xf = new_res.astype(f32)
+    with np.errstate(all="ignore"):
+        if norm == "rms":
+            ss = sum_squares(xf)
+            root = np.sqrt((ss / f32(h) + f32(eps)).astype(f32)).astype(f32)
+            inv = np.where(np.isfinite(root), (f32(1) / root).astype(f32), f32(np.nan)).astype(f32)
+            g = (np.asarray(weight).astype(f32) + f32(weight_offset)).astype(f32)
+            y = ((xf * inv[:, None]).astype(f32) * g[None, :]).astype(f32)
+        else:
+            y = xf.copy()
+    default_qmax = FP8_MAX[dtype]
+    qm = f32(default_qmax if qmax is None else qmax)
+    if scale_mode == "static":
+        with np.errstate(all="ignore"):
+            r = np.full((rows, 1), f32(1) / f32(scale), f32)
+        unit = h
+        stored = None
+    else:
+        unit = h if scale_mode == "row" else group_size
+        yu = y.reshape(rows, h // unit, unit)
+        amax_bits = (yu.view(np.uint32) & 0x7FFFFFFF).max(axis=2)
+        amax = amax_bits.astype(np.uint32).view(f32)
+        nonfinite = amax_bits >= 0x7F800000
+        with np.errstate(all="ignore"):
+            a = np.minimum(amax, f32(scale_ub)).astype(f32)
+            s32 = np.maximum((a / qm).astype(f32), f32(min_scale)).astype(f32)
+            s32 = np.where(nonfinite, f32(np.nan), s32)
+            stored = enc(s32, scale_dtype)
+            if scale_dtype == "float8_e8m0fnu":
+                stored = np.where(nonfinite, np.array(0xFF, np.uint8).view(stored.dtype), stored)
+            dec = stored.astype(f32)
+            r = (f32(1) / dec).astype(f32)
+            r = np.where(np.isfinite(r) & (dec != 0) & ~nonfinite, r, f32(0)).astype(f32)
+    r = np.repeat(r, unit, axis=1)
+    with np.errstate(all="ignore"):
+        v = (y * r.reshape(rows, h)).astype(f32)
+        if qmax is not None:
+            v = np.where(np.isnan(v), v, np.clip(v, -qm, qm)).astype(f32)
+    return enc(v, dtype), stored, new_res
+
+
+# ------------------------------------------------------------------------------ frameworks
+
+
+def make(fw, a):
+    """A copy of NumPy array a (NumPy or ml_dtypes elements) in framework fw ("numpy" or "torch")."""
+    a = np.ascontiguousarray(a)
+    if fw == "numpy":
+        return a.copy()
+    import torch
+    name = a.dtype.name
+    if name in ("float32", "float16", "int8", "uint8"):
+        return torch.from_numpy(a.copy())
+    raw = torch.from_numpy(a.view(np.uint8 if a.dtype.itemsize == 1 else np.int16).copy())
+    return raw.view(getattr(torch, name))
