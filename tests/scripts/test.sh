@@ -23,4 +23,6 @@ else
   # Both cores: the exhaustive sweep spreads over them itself, the other tests run two at a time.
   step "ctest: every test but the 2^32 sweep (-j2)" ctest --test-dir build --output-on-failure -LE exhaustive -j2
   step "ctest: exhaustive 2^32 encoder sweep, every SIMD target" ctest --test-dir build --output-on-failure -L exhaustive
+  # The Python package (docs/python.md): pip install ./python into build-python/venv, pytest.
+  step "python package (pip install ./python, pytest)" bash tests/scripts/python.sh
 fi
