@@ -8,5 +8,6 @@ namespace fusednorm {
 
 void cpu_cast(const CastCall& call);
 void cpu_rmsnorm_quant(const RmsnormQuantCall& call);
+void cpu_qk_rmsnorm(const QkRmsnormCall& call);  // stats, apply and fused (call.kind)
 
 }  // namespace fusednorm

@@ -33,6 +33,11 @@ fusednorm_status cpu_rmsnorm_quant_entry(const RmsnormQuantCall* call, int32_t, 
   return FUSEDNORM_SUCCESS;
 }
 
+fusednorm_status cpu_qk_rmsnorm_entry(const QkRmsnormCall* call, int32_t, void*, char*, size_t) {
+  cpu_qk_rmsnorm(*call);
+  return FUSEDNORM_SUCCESS;
+}
+
 const fusednorm_plugin kCpuBackend = {
     FUSEDNORM_PLUGIN_ABI_VERSION,
     uint32_t(sizeof(fusednorm_plugin)),
@@ -47,6 +52,8 @@ const fusednorm_plugin kCpuBackend = {
     cpu_rmsnorm_quant_entry,
     nullptr,  // verify_encoders: the CPU's encoders are proven by tests/cpu/encoders_exhaustive_test.cc
     cpu_target_name,
+    uint32_t(sizeof(QkRmsnormCall)),
+    cpu_qk_rmsnorm_entry,
 };
 
 }  // namespace

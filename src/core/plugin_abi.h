@@ -15,7 +15,7 @@
 #include "fusednorm/fusednorm.h"
 
 // Bump on any change to this table or to the structs of core/call.h.
-#define FUSEDNORM_PLUGIN_ABI_VERSION 2u
+#define FUSEDNORM_PLUGIN_ABI_VERSION 3u
 
 extern "C" {
 
@@ -45,6 +45,11 @@ typedef struct fusednorm_plugin {
   // The instruction-set target the backend runs now (CPU: Highway's pick, e.g. "AVX3"); NULL
   // where the backend has no such choice.
   const char* (*target)(void);
+  // ---- qk_rmsnorm (ABI 3): sizeof(fusednorm::QkRmsnormCall), and its one entry for stats, apply
+  // and the fused form (call->kind); NULL where the backend lacks it (UNSUPPORTED).
+  uint32_t qk_call_size;
+  fusednorm_status (*qk_rmsnorm)(const fusednorm::QkRmsnormCall* call, int32_t device_id, void* stream, char* msg,
+                                 size_t msg_size);
 } fusednorm_plugin;
 
 typedef const fusednorm_plugin* (*fusednorm_plugin_entry_fn)(void);

@@ -21,5 +21,16 @@ fusednorm_status rmsnorm_quant(const DLTensor* input, DLTensor* residual, const 
                                DLTensor* output, DLTensor* scales,
                                const fusednorm_rmsnorm_quant_options* options);
 
+// qk_rmsnorm (src/reference/qk_rmsnorm.cc): the three entry points over one row function.
+void qk_rmsnorm_rows(const QkRmsnormCall& call, int64_t row_begin, int64_t row_end);
+fusednorm_status qk_rmsnorm_stats(const DLTensor* q, const DLTensor* k, DLTensor* stats,
+                                  const fusednorm_qk_rmsnorm_options* options);
+fusednorm_status qk_rmsnorm_apply(const DLTensor* q, const DLTensor* k, const DLTensor* stats,
+                                  const DLTensor* q_weight, const DLTensor* k_weight, DLTensor* q_out,
+                                  DLTensor* k_out, const fusednorm_qk_rmsnorm_options* options);
+fusednorm_status qk_rmsnorm(const DLTensor* q, const DLTensor* k, const DLTensor* q_weight,
+                            const DLTensor* k_weight, DLTensor* q_out, DLTensor* k_out,
+                            const fusednorm_qk_rmsnorm_options* options);
+
 }  // namespace reference
 }  // namespace fusednorm

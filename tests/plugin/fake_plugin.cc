@@ -67,6 +67,8 @@ const fusednorm_plugin kPlugin = {
     fake_rmsnorm_quant,
     nullptr,  // verify_encoders
     nullptr,  // target
+    uint32_t(sizeof(fusednorm::QkRmsnormCall)),
+    nullptr,  // qk_rmsnorm: not offered
 };
 
 }  // namespace
