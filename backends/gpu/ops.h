@@ -13,5 +13,8 @@
 namespace fusednorm {
 namespace gpu {
 
+// qk_rmsnorm (backends/gpu/qk_rmsnorm.cuh): stats, apply and the fused form (call->kind).
+fusednorm_status plugin_qk_rmsnorm(const QkRmsnormCall* call, int32_t device, void* stream, char* msg, size_t n);
+
 }  // namespace gpu
 }  // namespace fusednorm

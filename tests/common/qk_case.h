@@ -54,6 +54,18 @@ struct QkSpec {
     o.weight_offset = weight_offset;
     return o;
   }
+  // A spec of these shapes and dtypes (weights of the input dtype unless w is given), defaults else.
+  static QkSpec of(std::vector<int64_t> lead, int64_t nq, int64_t nk, int64_t head_dim = 0,
+                   DType in = DType::kBF16, DType w = DType::kInvalid) {
+    QkSpec s;
+    s.lead = std::move(lead);
+    s.nq = nq;
+    s.nk = nk;
+    s.head_dim = head_dim;
+    s.in = in;
+    s.w = w == DType::kInvalid ? in : w;
+    return s;
+  }
   int64_t q_group() const { return head_dim ? head_dim : nq; }
   int64_t k_group() const { return head_dim ? head_dim : nk; }
   std::vector<int64_t> shape(int64_t last) const {
@@ -62,6 +74,10 @@ struct QkSpec {
     return s;
   }
 };
+
+// Modular's qk_rms_norm test shapes: (rows, Nq, Nk).
+inline constexpr int64_t kModularQkShapes[][3] = {{16, 1536, 256}, {512, 1536, 256}, {2048, 4096, 512},
+                                                  {16, 1536, 257}, {4, 8192, 8192},  {16, 512, 512}};
 
 struct QkTensors {
   QkSpec spec;
@@ -163,6 +179,49 @@ struct QkTensors {
     return "";
   }
 };
+
+// Special values (CPU and GPU tests): 8 rows of q [64] and k [48] (heads of 16 with head = 16):
+// row 0 of q zeros, row 1 subnormal in f32, row 2 huge (squares overflow, except f16), a NaN in
+// q row 3, +Inf in q row 4, -Inf in k row 5; statistics NaN/Inf in row 6, negative in row 7.
+inline QkSpec special_qk_spec(DType in, int64_t head) { return QkSpec::of({8}, 64, 48, head, in); }
+inline void fill_special_qk(QkTensors& t) {
+  std::mt19937_64 rng(22);
+  t.fill_random(rng);
+  const float big = t.spec.in == DType::kF16 ? 60000.0f : 1e30f;
+  for (int64_t i = 0; i < 64; ++i) {
+    t.q->set(0, i, 0.0f);
+    t.q->set(1, i, ldexpf(1.0f, -140) * float(i % 5));
+    t.q->set(2, i, big);
+  }
+  t.q->set(3, 5, NAN);
+  t.q->set(4, 7, INFINITY);
+  t.k->set(5, 0, -INFINITY);
+  t.fill_stats();
+  t.stats->set(6, 0, NAN);
+  t.stats->set(6, 1, INFINITY);
+  t.stats->set(7, 0, -1.0f);  // sqrt of a negative: NaN outputs
+}
+
+// Widths (Nq, Nk, a head_dim dividing both or 0) that no vector divides, for layout_qk_spec.
+inline constexpr int64_t kOddQkWidths[][3] = {{1, 1, 0},      {3, 6, 3},       {17, 33, 0},   {257, 129, 0},
+                                              {1000, 24, 0},  {4100, 7, 0},    {60, 36, 12},  {640, 160, 40},
+                                              {5120, 1024, 0}, {7168, 512, 0}};
+// Four layouts of a call of widths nq, nk: 0 plain bf16; 1 f16 with padded, misaligned rows and
+// global widths of more ranks; 2 f32, rank 3, in place, eps 0; 3 bf16 with f32 weights, padded
+// rows, in place, mean squares.
+inline QkSpec layout_qk_spec(int64_t nq, int64_t nk, int variant) {
+  const DType in = variant == 1 ? DType::kF16 : variant == 2 ? DType::kF32 : DType::kBF16;
+  QkSpec s = QkSpec::of(variant == 2 ? std::vector<int64_t>{2, 3} : std::vector<int64_t>{5}, nq, nk, 0, in,
+                        variant == 3 ? DType::kF32 : in);
+  s.row_pad = variant % 2 ? 3 : 0;
+  s.misalign = variant == 1 ? 2 : 0;
+  s.in_place = variant >= 2;
+  s.stats_kind = variant == 3 ? FUSEDNORM_QK_STATS_MEAN_SQUARES : FUSEDNORM_QK_STATS_SUMS;
+  s.q_global = variant == 1 ? 3 * nq + 1 : 0;  // other ranks' shares
+  s.k_global = variant == 1 ? 2 * nk : 0;
+  s.eps = variant == 2 ? 0.0f : 1e-5f;
+  return s;
+}
 
 }  // namespace test
 }  // namespace fusednorm

@@ -43,17 +43,8 @@ void check_all_kinds(const QkSpec& s, std::mt19937_64& rng) {
 
 TEST_CASE("qk_rmsnorm: Modular's shapes, stats/apply/fused, f32 and bf16, every target", "[qk_rmsnorm][cpu]") {
   std::mt19937_64 rng(19);
-  const int64_t shapes[][3] = {{16, 1536, 256}, {512, 1536, 256}, {2048, 4096, 512},
-                               {16, 1536, 257}, {4, 8192, 8192},  {16, 512, 512}};
-  for (const auto& sh : shapes)
-    for (DType in : {DType::kF32, DType::kBF16}) {
-      QkSpec s;
-      s.in = s.w = in;
-      s.lead = {sh[0]};
-      s.nq = sh[1];
-      s.nk = sh[2];
-      check_all_kinds(s, rng);
-    }
+  for (const auto& sh : kModularQkShapes)
+    for (DType in : {DType::kF32, DType::kBF16}) check_all_kinds(QkSpec::of({sh[0]}, sh[1], sh[2], 0, in), rng);
 }
 
 TEST_CASE("qk_rmsnorm: per-head mode (q 32 heads, k 8 heads; head_dim 64, 128, 256), every target",
@@ -61,13 +52,8 @@ TEST_CASE("qk_rmsnorm: per-head mode (q 32 heads, k 8 heads; head_dim 64, 128, 2
   std::mt19937_64 rng(20);
   for (int64_t d : {64, 128, 256})
     for (DType in : {DType::kF32, DType::kBF16, DType::kF16}) {
-      QkSpec s;
-      s.in = in;
-      s.w = in == DType::kF16 ? DType::kF32 : in;  // weights f32 or the input dtype
-      s.lead = {2, 9};
-      s.nq = 32 * d;
-      s.nk = 8 * d;
-      s.head_dim = d;
+      // Weights f32 or the input dtype.
+      QkSpec s = QkSpec::of({2, 9}, 32 * d, 8 * d, d, in, in == DType::kF16 ? DType::kF32 : in);
       s.weight_offset = in == DType::kBF16 ? 1.0f : 0.0f;  // Gemma's (1 + w)
       check_all_kinds(s, rng);
     }
@@ -76,25 +62,12 @@ TEST_CASE("qk_rmsnorm: per-head mode (q 32 heads, k 8 heads; head_dim 64, 128, 2
 TEST_CASE("qk_rmsnorm: odd widths, strided and misaligned views, rank 3, in place, every target",
           "[qk_rmsnorm][cpu]") {
   std::mt19937_64 rng(21);
-  const int64_t widths[][2] = {{1, 1}, {3, 6}, {17, 33}, {257, 129}, {1000, 24}, {4100, 7}};
-  for (const auto& w : widths)
+  for (const auto& w : kOddQkWidths)
     for (int variant = 0; variant < 4; ++variant) {
-      QkSpec s;
-      s.in = variant == 1 ? DType::kF16 : variant == 2 ? DType::kF32 : DType::kBF16;
-      s.w = variant == 3 ? DType::kF32 : DType::kBF16;
-      s.lead = variant == 2 ? std::vector<int64_t>{2, 3} : std::vector<int64_t>{5};
-      s.nq = w[0];
-      s.nk = w[1];
-      s.row_pad = variant % 2 ? 3 : 0;
-      s.misalign = variant == 1 ? 2 : 0;
-      s.in_place = variant >= 2;
-      s.stats_kind = variant == 3 ? FUSEDNORM_QK_STATS_MEAN_SQUARES : FUSEDNORM_QK_STATS_SUMS;
-      s.q_global = variant == 1 ? 3 * w[0] + 1 : 0;  // another rank's share
-      s.k_global = variant == 1 ? 2 * w[1] : 0;
-      s.eps = variant == 2 ? 0.0f : 1e-5f;
+      QkSpec s = layout_qk_spec(w[0], w[1], variant);
       check_all_kinds(s, rng);
-      if (w[0] % 3 == 0 && w[1] % 3 == 0) {  // a per-head mode of 3-element heads
-        s.head_dim = 3;
+      if (w[2] != 0) {  // a per-head mode
+        s.head_dim = w[2];
         check_all_kinds(s, rng);
       }
     }
@@ -105,28 +78,8 @@ TEST_CASE("qk_rmsnorm: odd widths, strided and misaligned views, rank 3, in plac
 TEST_CASE("qk_rmsnorm: special values on every target", "[qk_rmsnorm][cpu]") {
   for (DType in : {DType::kF32, DType::kBF16, DType::kF16})
     for (int64_t head : {int64_t(0), int64_t(16)}) {
-      QkSpec s;
-      s.in = s.w = in;
-      s.lead = {8};
-      s.nq = 64;
-      s.nk = 48;
-      s.head_dim = head;
-      QkTensors t(s);
-      std::mt19937_64 rng(22);
-      t.fill_random(rng);
-      const float big = in == DType::kF16 ? 60000.0f : 1e30f;
-      for (int64_t i = 0; i < 64; ++i) {
-        t.q->set(0, i, 0.0f);                      // zero row: 0 * inv = 0
-        t.q->set(1, i, ldexpf(1.0f, -140) * float(i % 5));  // subnormal in f32 (0 in 16-bit)
-        t.q->set(2, i, big);                       // squares overflow (f32/bf16) or are large (f16)
-      }
-      t.q->set(3, 5, NAN);
-      t.q->set(4, 7, INFINITY);
-      t.k->set(5, 0, -INFINITY);
-      t.fill_stats();
-      t.stats->set(6, 0, NAN);
-      t.stats->set(6, 1, INFINITY);
-      t.stats->set(7, 0, -1.0f);  // a negative statistic: sqrt of a negative: NaN outputs
+      QkTensors t(special_qk_spec(in, head));
+      fill_special_qk(t);
       for (QkKind kind : kKinds)
         if (kind == QkKind::kFused || head == 0) check_kind(t, kind);
       auto ref = t.clone();
@@ -143,10 +96,10 @@ TEST_CASE("qk_rmsnorm: special values on every target", "[qk_rmsnorm][cpu]") {
       auto app = t.clone();
       REQUIRE(app->run(QkKind::kApply, true) == FUSEDNORM_SUCCESS);
       for (int64_t i = 0; i < 48; ++i) {
-          CHECK(std::isnan(app->qo->get(6, i)));
-          CHECK(std::isnan(app->ko->get(6, i)));  // 1 / sqrt(Inf) is NaN, not 0
-          CHECK(std::isnan(app->qo->get(7, i)));
-        }
+        CHECK(std::isnan(app->qo->get(6, i)));
+        CHECK(std::isnan(app->ko->get(6, i)));  // 1 / sqrt(Inf) is NaN, not 0
+        CHECK(std::isnan(app->qo->get(7, i)));
+      }
     }
 }
 
@@ -154,12 +107,7 @@ TEST_CASE("qk_rmsnorm: special values on every target", "[qk_rmsnorm][cpu]") {
 TEST_CASE("qk_rmsnorm: fused equals stats then apply", "[qk_rmsnorm][cpu]") {
   std::mt19937_64 rng(23);
   for (DType in : {DType::kF32, DType::kBF16, DType::kF16}) {
-    QkSpec s;
-    s.in = s.w = in;
-    s.lead = {33};
-    s.nq = 1536;
-    s.nk = 257;
-    QkTensors t(s);
+    QkTensors t(QkSpec::of({33}, 1536, 257, 0, in));
     t.fill_random(rng);
     auto fused = t.clone(), split = t.clone();
     REQUIRE(fused->run(QkKind::kFused) == FUSEDNORM_SUCCESS);
@@ -173,11 +121,7 @@ TEST_CASE("qk_rmsnorm: fused equals stats then apply", "[qk_rmsnorm][cpu]") {
 TEST_CASE("qk_rmsnorm: results depend neither on the thread count nor on the other rows", "[qk_rmsnorm][cpu]") {
   std::mt19937_64 rng(24);
   for (int64_t head : {int64_t(0), int64_t(128)}) {
-    QkSpec s;
-    s.lead = {300};
-    s.nq = 4096;
-    s.nk = 1024;
-    s.head_dim = head;
+    const QkSpec s = QkSpec::of({300}, 4096, 1024, head);
     QkTensors t(s);
     t.fill_random(rng);
     auto one = t.clone(), many = t.clone();
@@ -210,12 +154,7 @@ TEST_CASE("qk_rmsnorm: the reference computes RMSNorm over the row or the head",
   std::mt19937_64 rng(25);
   for (DType in : {DType::kF32, DType::kBF16})
     for (int64_t head : {int64_t(0), int64_t(64)}) {
-      QkSpec s;
-      s.in = s.w = in;
-      s.lead = {6};
-      s.nq = 2048;
-      s.nk = 320;
-      s.head_dim = head;
+      QkSpec s = QkSpec::of({6}, 2048, 320, head, in);
       s.eps = 1e-3f;
       s.weight_offset = 0.5f;
       QkTensors t(s);
