@@ -28,6 +28,10 @@ namespace bench {
 
 // ---------------------------------------------------------------- rmsnorm_quant cases
 
+struct Run;
+inline void run_qk_cases(Run& run);           // bench_qk.h
+inline int qk_case_count(const Options& o);  // bench_qk.h
+
 struct Run {
   const Options& o;
   Device& dev;
@@ -342,10 +346,16 @@ struct Run {
 
   int run_all() {
     t_start = now_s();
-    cases_total = int(o.hidden.size() * o.tokens.size() * o.in.size() * o.modes.size() * o.out.size());
+    cases_total = 0;
+    for (const auto& op : o.ops)
+      cases_total += op == "qk_rmsnorm" ? qk_case_count(o)
+                                        : int(o.hidden.size() * o.tokens.size() * o.in.size() * o.modes.size() * o.out.size());
     print_header();
     for (const auto& op : o.ops) {
-      (void)op;  // rmsnorm_quant is the only op so far
+      if (op == "qk_rmsnorm") {
+        run_qk_cases(*this);
+        continue;
+      }
       for (int64_t h : o.hidden)
         for (int64_t t : o.tokens)
           for (DType in : o.in) run_group(t, h, in);
