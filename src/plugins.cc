@@ -50,6 +50,11 @@ bool adopt(const fusednorm_plugin* t, int32_t device_type, const std::string& wh
                  sizes(sizeof(fusednorm_plugin), sizeof(CastCall), sizeof(RmsnormQuantCall));
     return false;
   }
+  if (t->qk_call_size != sizeof(QkRmsnormCall)) {  // qk_rmsnorm's call (the table's size matched)
+    st->error += where + ": plugin's qk_rmsnorm call is " + std::to_string(t->qk_call_size) +
+                 " bytes, this libfusednorm's " + std::to_string(sizeof(QkRmsnormCall));
+    return false;
+  }
   if (t->device_type != device_type) {
     st->error += where + ": plugin serves device type " + std::to_string(t->device_type);
     return false;

@@ -10,5 +10,6 @@ void cpu_cast(const CastCall& call);
 void cpu_rmsnorm_quant(const RmsnormQuantCall& call);
 void cpu_rmsnorm_fp4(const RmsnormFp4Call& call);
 void cpu_dequantize_fp4(const DequantizeFp4Call& call);
+void cpu_qk_rmsnorm(const QkRmsnormCall& call);  // stats, apply and fused (call.kind)
 
 }  // namespace fusednorm

@@ -41,6 +41,10 @@ fusednorm_status cpu_dequantize_fp4_entry(const DequantizeFp4Call* call, int32_t
   cpu_dequantize_fp4(*call);
   return FUSEDNORM_SUCCESS;
 }
+fusednorm_status cpu_qk_rmsnorm_entry(const QkRmsnormCall* call, int32_t, void*, char*, size_t) {
+  cpu_qk_rmsnorm(*call);
+  return FUSEDNORM_SUCCESS;
+}
 
 const fusednorm_plugin kCpuBackend = {
     FUSEDNORM_PLUGIN_ABI_VERSION,
@@ -58,6 +62,8 @@ const fusednorm_plugin kCpuBackend = {
     cpu_target_name,
     cpu_rmsnorm_fp4_entry,
     cpu_dequantize_fp4_entry,
+    uint32_t(sizeof(QkRmsnormCall)),
+    cpu_qk_rmsnorm_entry,
 };
 
 }  // namespace

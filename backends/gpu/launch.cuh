@@ -57,11 +57,12 @@ inline gpuError_t blocks_per_sm(KernelFn fn, int device, unsigned threads, size_
   return gpuSuccess;
 }
 
-// Launches on the caller's stream; on sm_90 and later with programmatic stream serialization,
-// so the launch overlaps the end of the previous kernel (the kernel waits for its memory).
-inline gpuError_t launch_kernel(KernelFn fn, const DeviceFacts& dev, unsigned blocks, unsigned threads, size_t smem,
-                                gpuStream_t stream, const RmsnormQuantCall& c, const RowShape& shape,
-                                const Accesses& acc, int32_t gamma_smem) {
+// Launches fn(args...) on the caller's stream; on sm_90 and later with programmatic stream
+// serialization, so the launch overlaps the end of the previous kernel (the kernel waits for its
+// memory: gpu_wait_for_previous_grid). Any operation's kernel.
+template <class Fn, class... Args>
+inline gpuError_t launch_pdl(Fn fn, const DeviceFacts& dev, unsigned blocks, unsigned threads, size_t smem,
+                             gpuStream_t stream, const Args&... args) {
 #if !defined(__HIPCC__)
   if (dev.major >= 9) {
     cudaLaunchConfig_t config = {};
@@ -74,11 +75,17 @@ inline gpuError_t launch_kernel(KernelFn fn, const DeviceFacts& dev, unsigned bl
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     config.attrs = attr;
     config.numAttrs = 1;
-    return cudaLaunchKernelEx(&config, fn, c, shape, acc, gamma_smem);
+    return cudaLaunchKernelEx(&config, fn, args...);
   }
 #endif
-  fn<<<dim3(blocks), dim3(threads), smem, stream>>>(c, shape, acc, gamma_smem);
+  fn<<<dim3(blocks), dim3(threads), smem, stream>>>(args...);
   return gpuSuccess;
+}
+
+inline gpuError_t launch_kernel(KernelFn fn, const DeviceFacts& dev, unsigned blocks, unsigned threads, size_t smem,
+                                gpuStream_t stream, const RmsnormQuantCall& c, const RowShape& shape,
+                                const Accesses& acc, int32_t gamma_smem) {
+  return launch_pdl(fn, dev, blocks, threads, smem, stream, c, shape, acc, gamma_smem);
 }
 
 // One call: as many blocks as the rows need, at most as many as can be resident at once (each

@@ -17,6 +17,8 @@ namespace gpu {
 fusednorm_status plugin_rmsnorm_fp4(const RmsnormFp4Call* call, int32_t device, void* stream, char* msg, size_t n);
 fusednorm_status plugin_dequantize_fp4(const DequantizeFp4Call* call, int32_t device, void* stream, char* msg,
                                        size_t n);
+// qk_rmsnorm (backends/gpu/qk_rmsnorm.cuh): stats, apply and the fused form (call->kind).
+fusednorm_status plugin_qk_rmsnorm(const QkRmsnormCall* call, int32_t device, void* stream, char* msg, size_t n);
 
 }  // namespace gpu
 }  // namespace fusednorm

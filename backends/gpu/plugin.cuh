@@ -191,6 +191,8 @@ const fusednorm_plugin kPlugin = {
     nullptr,  // target: one build per architecture, nothing chosen at run time
     plugin_rmsnorm_fp4,
     plugin_dequantize_fp4,
+    uint32_t(sizeof(QkRmsnormCall)),
+    plugin_qk_rmsnorm,
 };
 
 }  // namespace

@@ -12,8 +12,9 @@
  * - option structs begin with `struct_size` (set by the *_init function) so they can grow; an
  *   options pointer may be NULL, which means the defaults that the *_init function sets (listed
  *   with each struct below);
- * - aliasing: no two tensors of a call may share a byte of memory. The only in-place form is the
- *   residual of fusednorm_rmsnorm_quant, one tensor both read and written. A tensor's bytes are
+ * - aliasing: no two tensors of a call may share a byte of memory. The only in-place forms are the
+ *   residual of fusednorm_rmsnorm_quant, one tensor both read and written, and the outputs of
+ *   qk_rmsnorm passed as their input (the very same view). A tensor's bytes are
  *   [data + byte_offset, one past the last byte of its last element), from its shape, strides and
  *   dtype (f4e2m1: two elements a byte); an empty tensor (a zero dimension) has none. The check is
  *   by range intersection, so two interleaved views of one buffer (e.g. even and odd rows) are
@@ -273,6 +274,89 @@ FUSEDNORM_API fusednorm_status fusednorm_dequantize_fp4(const DLTensor* codes, c
                                                         const DLTensor* global_scale, DLTensor* output,
                                                         const fusednorm_dequantize_fp4_options* options,
                                                         void* stream);
+/* ---------------------------------------------------------------- qk_rmsnorm
+ * QK-norm for attention (docs/numerics.md §5): RMSNorm of q and of k, each over all its heads
+ * (MiniMax-M2, OLMo-2) or over each head of head_dim elements (Qwen3, Gemma-3).
+ *
+ * Tensor parallelism: each rank holds a slice of the heads of q [..., Nq_local] and k
+ * [..., Nk_local] (strided views of a fused QKV projection are fine). Per layer:
+ *   1. fusednorm_qk_rmsnorm_stats(q, k, stats): stats [..., 2] f32 = the local SUMS of squares
+ *      (stat 0: q, stat 1: k), each in the canonical order over the local slice;
+ *   2. all-reduce (sum) stats across the ranks, on the same stream (ncclAllReduce, ncclFloat,
+ *      ncclSum; RCCL or MPI_Allreduce alike);
+ *   3. fusednorm_qk_rmsnorm_apply(q, k, stats, ...) with options->stats_kind = SUMS and the
+ *      global widths Nq = sum of the ranks' Nq_local (and Nk): var = stat / N_global.
+ * Sums (not means) make the result the true global RMS for any split of the heads, even or not;
+ * averaging per-rank means is wrong when ranks hold different numbers of heads. Everything is
+ * enqueued on the caller's stream without allocation or synchronization: graph-capturable.
+ * On one device, fusednorm_qk_rmsnorm does both steps in one call and equals stats + apply.
+ */
+
+typedef enum fusednorm_qk_stats_kind {
+  FUSEDNORM_QK_STATS_SUMS = 0,        /* stats hold sums of squares; divided by the global widths */
+  FUSEDNORM_QK_STATS_MEAN_SQUARES = 1 /* stats hold mean squares (Modular-style); used as they are */
+} fusednorm_qk_stats_kind;
+
+typedef struct fusednorm_qk_rmsnorm_options {
+  size_t struct_size;
+  int32_t stats_kind;      /* apply: fusednorm_qk_stats_kind; default SUMS */
+  int32_t reserved0;       /* must be 0 */
+  int64_t q_global_width;  /* apply with SUMS: Nq over all ranks, >= q's last dimension; no
+                              default (0 is rejected) */
+  int64_t k_global_width;  /* apply with SUMS: Nk over all ranks, >= k's last dimension */
+  int64_t head_dim;        /* fusednorm_qk_rmsnorm: 0 = one RMS over each whole row of q and of k
+                              (default); D > 0 = one RMS per head of D elements (D divides both
+                              widths; the weights are then [D], shared by all heads) */
+  float eps;               /* >= 0, finite; default 1e-6 */
+  float weight_offset;     /* added to each weight (1 for Gemma's (1 + w)); default 0 */
+} fusednorm_qk_rmsnorm_options;
+
+/* Sets the defaults (also what options = NULL means): struct_size, stats_kind = SUMS,
+ * q_global_width = k_global_width = 0 (apply with SUMS must set them), head_dim = 0, eps = 1e-6,
+ * weight_offset = 0. */
+FUSEDNORM_API void fusednorm_qk_rmsnorm_options_init(fusednorm_qk_rmsnorm_options* options);
+
+/* Local statistics of a tensor-parallel QK-norm (docs/numerics.md §5).
+ *   q     [..., Nq]  f32, f16 or bf16; in (a strided view is fine; last dimension contiguous)
+ *   k     [..., Nk]  same dtype and leading dimensions as q; in
+ *   stats [..., 2]   f32, q's leading dimensions; out: stats[m, 0] = sum of q[m, i]^2 and
+ *                    stats[m, 1] = sum of k[m, i]^2, each in the canonical order over the
+ *                    local row (NaN written as the positive canonical NaN)
+ * Nq, Nk >= 1; Nq != Nk allowed. options may be NULL (nothing in it is read). Zero rows is a
+ * valid call that writes nothing. No two tensors may overlap. Returns INVALID_ARGUMENT or
+ * UNSUPPORTED (with the argument named) and writes nothing. */
+FUSEDNORM_API fusednorm_status fusednorm_qk_rmsnorm_stats(const DLTensor* q, const DLTensor* k, DLTensor* stats,
+                                                          const fusednorm_qk_rmsnorm_options* options,
+                                                          void* stream);
+
+/* Applies a QK-norm from (all-reduced) statistics:
+ *   inv = 1 / sqrt(var + eps), var = stats[m, j] / N_global (SUMS) or stats[m, j] (MEAN_SQUARES)
+ *   out = rn_out((f32(x) * inv) * (f32(w) + weight_offset))      (exactly this grouping)
+ *   q, k           as for fusednorm_qk_rmsnorm_stats; in
+ *   stats          [..., 2] f32, q's leading dimensions; in
+ *   q_weight       [Nq] (this rank's slice of the weights), f32, f16 or bf16; in
+ *   k_weight       [Nk], f32, f16 or bf16; in
+ *   q_out, k_out   q's and k's shapes, their dtype; out. q_out may be q itself (in place: the same
+ *                  data, byte_offset, shape and strides), likewise k_out and k; no other overlap.
+ * A row whose var + eps is not finite (an Inf or NaN in the stats, or in the mean squares given)
+ * gets NaN outputs, never zeros. Returns INVALID_ARGUMENT or UNSUPPORTED and writes nothing. */
+FUSEDNORM_API fusednorm_status fusednorm_qk_rmsnorm_apply(const DLTensor* q, const DLTensor* k, const DLTensor* stats,
+                                                          const DLTensor* q_weight, const DLTensor* k_weight,
+                                                          DLTensor* q_out, DLTensor* k_out,
+                                                          const fusednorm_qk_rmsnorm_options* options,
+                                                          void* stream);
+
+/* The single-device QK-norm, statistics and apply in one call: with options->head_dim = 0 each
+ * row of q (and of k) is one RMS group and the result equals fusednorm_qk_rmsnorm_stats then
+ * fusednorm_qk_rmsnorm_apply (SUMS, global widths = Nq, Nk) byte for byte; with head_dim = D each
+ * head of D elements is its own group (sum of squares in the canonical order over D, var = ss / D)
+ * and q_weight, k_weight are [D]. Tensors as for fusednorm_qk_rmsnorm_apply, without stats
+ * (weights [Nq], [Nk] when head_dim = 0). Returns INVALID_ARGUMENT or UNSUPPORTED and writes
+ * nothing. */
+FUSEDNORM_API fusednorm_status fusednorm_qk_rmsnorm(const DLTensor* q, const DLTensor* k, const DLTensor* q_weight,
+                                                    const DLTensor* k_weight, DLTensor* q_out, DLTensor* k_out,
+                                                    const fusednorm_qk_rmsnorm_options* options, void* stream);
+/* ---------------------------------------------------------------- end of qk_rmsnorm */
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -33,6 +33,9 @@ struct RmsnormQuantOptions : fusednorm_rmsnorm_quant_options {
 struct CastOptions : fusednorm_cast_options {
   CastOptions() { fusednorm_cast_options_init(this); }
 };
+struct QkRmsnormOptions : fusednorm_qk_rmsnorm_options {
+  QkRmsnormOptions() { fusednorm_qk_rmsnorm_options_init(this); }
+};
 
 inline std::string version() { return fusednorm_version(nullptr, nullptr, nullptr); }
 inline std::string cpu_target() { return fusednorm_cpu_target(); }
@@ -61,6 +64,23 @@ inline void rmsnorm_quant(const DLTensor& input, DLTensor* residual, const DLTen
                           DLTensor* scales, const RmsnormQuantOptions& options = RmsnormQuantOptions(),
                           void* stream = nullptr) {
   check(fusednorm_rmsnorm_quant(&input, residual, weight, &output, scales, &options, stream));
+}
+
+// qk_rmsnorm (see fusednorm.h): statistics, apply from all-reduced statistics, and the fused
+// single-device form.
+inline void qk_rmsnorm_stats(const DLTensor& q, const DLTensor& k, DLTensor& stats,
+                             const QkRmsnormOptions& options = QkRmsnormOptions(), void* stream = nullptr) {
+  check(fusednorm_qk_rmsnorm_stats(&q, &k, &stats, &options, stream));
+}
+inline void qk_rmsnorm_apply(const DLTensor& q, const DLTensor& k, const DLTensor& stats, const DLTensor& q_weight,
+                             const DLTensor& k_weight, DLTensor& q_out, DLTensor& k_out,
+                             const QkRmsnormOptions& options, void* stream = nullptr) {
+  check(fusednorm_qk_rmsnorm_apply(&q, &k, &stats, &q_weight, &k_weight, &q_out, &k_out, &options, stream));
+}
+inline void qk_rmsnorm(const DLTensor& q, const DLTensor& k, const DLTensor& q_weight, const DLTensor& k_weight,
+                       DLTensor& q_out, DLTensor& k_out, const QkRmsnormOptions& options = QkRmsnormOptions(),
+                       void* stream = nullptr) {
+  check(fusednorm_qk_rmsnorm(&q, &k, &q_weight, &k_weight, &q_out, &k_out, &options, stream));
 }
 
 }  // namespace fusednorm

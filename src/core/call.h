@@ -121,5 +121,34 @@ inline float global_scale_value(const char* gs) {
   if (gs != nullptr) memcpy(&v, gs, sizeof v);
   return v;
 }
+// ---------------------------------------------------------------- qk_rmsnorm
+// One call struct for the three qk_rmsnorm entry points (stats, apply, fused): each side (q, k)
+// is a row of `width` elements in groups of `group` (one RMS a group: the whole row, or a head).
+enum class QkKind : int32_t { kStats = 0, kApply = 1, kFused = 2 };
+
+struct QkSide {
+  int64_t width = 0;              // local last dimension, elements
+  int64_t group = 0;              // elements per RMS group: width, or head_dim (fused per head)
+  RowView in, out;                // out.data == nullptr for stats
+  const char* weight = nullptr;   // [group] (apply: [width]); nullptr for stats
+  DType w_type = DType::kInvalid;
+  float divisor = 0;              // var = ss / divisor: f32(N_global) (apply, SUMS) or f32(group)
+};
+
+struct QkRmsnormCall {
+  QkKind kind = QkKind::kStats;
+  int32_t mean_squares = 0;       // apply: the stats are mean squares (var = stat)
+  LeadShape lead;
+  DType in_type = DType::kInvalid;  // q, k and the outputs
+  QkSide q, k;
+  RowView stats;                  // [..., 2] f32: stat j of row r at row_ptr(lead, stats, r) + 4 j
+  float eps = 0, weight_offset = 0;
+};
+
+// inv = 1 / sqrt(var + eps) of side j (0: q, 1: k) from its stat (docs/numerics.md §5).
+FN_HD float qk_inv_rms(const QkRmsnormCall& c, const QkSide& s, float stat) {
+  return c.mean_squares ? math::inv_rms_of_mean(stat, c.eps) : math::inv_rms(stat, s.divisor, c.eps);
+}
+// ---------------------------------------------------------------- end of qk_rmsnorm
 
 }  // namespace fusednorm

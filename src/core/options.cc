@@ -48,4 +48,17 @@ void fusednorm_dequantize_fp4_options_init(fusednorm_dequantize_fp4_options* opt
   options->scale_layout = FUSEDNORM_FP4_SCALES_ROW_MAJOR;
 }
 
+// qk_rmsnorm
+void fusednorm_qk_rmsnorm_options_init(fusednorm_qk_rmsnorm_options* options) {
+  if (options == nullptr) return;
+  memset(options, 0, sizeof *options);
+  options->struct_size = sizeof *options;
+  options->stats_kind = FUSEDNORM_QK_STATS_SUMS;
+  options->q_global_width = 0;
+  options->k_global_width = 0;
+  options->head_dim = 0;
+  options->eps = 1e-6f;
+  options->weight_offset = 0.0f;
+}
+
 }  // extern "C"

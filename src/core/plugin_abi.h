@@ -50,6 +50,11 @@ typedef struct fusednorm_plugin {
                                   size_t msg_size);
   fusednorm_status (*dequantize_fp4)(const fusednorm::DequantizeFp4Call* call, int32_t device_id, void* stream,
                                      char* msg, size_t msg_size);
+  // ---- qk_rmsnorm (ABI 3): sizeof(fusednorm::QkRmsnormCall), and its one entry for stats, apply
+  // and the fused form (call->kind); NULL where the backend lacks it (UNSUPPORTED).
+  uint32_t qk_call_size;
+  fusednorm_status (*qk_rmsnorm)(const fusednorm::QkRmsnormCall* call, int32_t device_id, void* stream, char* msg,
+                                 size_t msg_size);
 } fusednorm_plugin;
 
 typedef const fusednorm_plugin* (*fusednorm_plugin_entry_fn)(void);

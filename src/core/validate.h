@@ -36,4 +36,11 @@ fusednorm_status validate_dequantize_fp4(const DLTensor* codes, const DLTensor* 
 // Largest finite value of a quantization dtype (FP8 formats, int8).
 float quant_max(DType t);
 
+// qk_rmsnorm (validate_qk_rmsnorm.cc): one validation for the three entry points; `stats` is
+// NULL for the fused form, the weights and outputs NULL for stats.
+fusednorm_status validate_qk_rmsnorm(QkKind kind, const DLTensor* q, const DLTensor* k, const DLTensor* stats,
+                                     const DLTensor* q_weight, const DLTensor* k_weight, const DLTensor* q_out,
+                                     const DLTensor* k_out, const fusednorm_qk_rmsnorm_options* options,
+                                     QkRmsnormCall* call, CallDevice* device);
+
 }  // namespace fusednorm

@@ -35,6 +35,16 @@ fusednorm_status rmsnorm_fp4(const DLTensor* input, DLTensor* residual, const DL
                              const fusednorm_rmsnorm_fp4_options* options);
 fusednorm_status dequantize_fp4(const DLTensor* codes, const DLTensor* scales, const DLTensor* global_scale,
                                 DLTensor* output, const fusednorm_dequantize_fp4_options* options);
+// qk_rmsnorm (src/reference/qk_rmsnorm.cc): the three entry points over one row function.
+void qk_rmsnorm_rows(const QkRmsnormCall& call, int64_t row_begin, int64_t row_end);
+fusednorm_status qk_rmsnorm_stats(const DLTensor* q, const DLTensor* k, DLTensor* stats,
+                                  const fusednorm_qk_rmsnorm_options* options);
+fusednorm_status qk_rmsnorm_apply(const DLTensor* q, const DLTensor* k, const DLTensor* stats,
+                                  const DLTensor* q_weight, const DLTensor* k_weight, DLTensor* q_out,
+                                  DLTensor* k_out, const fusednorm_qk_rmsnorm_options* options);
+fusednorm_status qk_rmsnorm(const DLTensor* q, const DLTensor* k, const DLTensor* q_weight,
+                            const DLTensor* k_weight, DLTensor* q_out, DLTensor* k_out,
+                            const fusednorm_qk_rmsnorm_options* options);
 
 }  // namespace reference
 }  // namespace fusednorm

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <array>
 #include <string>
 #include <vector>
 
@@ -59,7 +60,13 @@ inline bool parse_dtype(std::string s, bool quant, DType* t) {
 }
 
 struct Options {
-  std::vector<std::string> ops{"rmsnorm_quant", "rmsnorm_fp4"};
+  std::vector<std::string> ops{"rmsnorm_quant", "rmsnorm_fp4", "qk_rmsnorm"};
+  // qk_rmsnorm: (rows, Nq, Nk) shapes: 16 and 16384 tokens of q 4096 + k 512 (32 + 4 heads of
+  // 128), and Modular's qk_rms_norm test shapes.
+  std::vector<std::array<int64_t, 3>> qk_shapes{{16, 4096, 512},  {16384, 4096, 512}, {16, 1536, 256},
+                                                {512, 1536, 256}, {2048, 4096, 512},  {16, 1536, 257},
+                                                {4, 8192, 8192},  {16, 512, 512}};
+  bool set_qk_shapes = false;
   std::vector<ModeSpec> modes;
   std::vector<DType> in{DType::kBF16, DType::kF32};
   std::vector<DType> out{DType::k_f8e4m3fn, DType::k_f8e4m3fnuz, DType::kI8};
@@ -91,7 +98,12 @@ inline void usage(FILE* f) {
           "progress and notes on stderr; exit status 1 if any byte mismatched or a call failed.\n"
           "\n"
           "  --ops LIST        operations: rmsnorm_quant (--modes x --out), rmsnorm_fp4 (NVFP4 and\n"
-          "                    MXFP4, row-major and swizzled scales)   [rmsnorm_quant,rmsnorm_fp4]\n"
+          "                    MXFP4, row-major and swizzled scales), qk_rmsnorm (--qk-shapes)\n"
+          "                                                [rmsnorm_quant,rmsnorm_fp4,qk_rmsnorm]\n"
+          "  --qk-shapes LIST  qk_rmsnorm shapes ROWSxNQxNK: stats, apply, fused, stats+apply and\n"
+          "                    fused_head128 at each, for every --in dtype\n"
+          "                    [16x4096x512,16384x4096x512 and Modular's: 16x1536x256,512x1536x256,\n"
+          "                    2048x4096x512,16x1536x257,4x8192x8192,16x512x512]\n"
           "  --modes LIST      static,row,group128,group64,group32,residual_row (any mode may take a\n"
           "                    residual_ prefix)                  [static,row,group128,residual_row]\n"
           "  --in LIST         input (and residual, weight) dtypes: bf16,f32,f16        [bf16,f32]\n"
@@ -187,11 +199,29 @@ inline bool parse_args(int argc, char** argv, Options* o, std::string* err) {
     else if (value("--ops")) {
       o->ops = split_list(v);
       for (const auto& op : o->ops)
-        if (op != "rmsnorm_quant" && op != "rmsnorm_fp4") {
-          *err = "unknown op '" + op + "' (available: rmsnorm_quant, rmsnorm_fp4)";
+        if (op != "rmsnorm_quant" && op != "rmsnorm_fp4" && op != "qk_rmsnorm") {
+          *err = "unknown op '" + op + "' (available: rmsnorm_quant, rmsnorm_fp4, qk_rmsnorm)";
           return false;
         }
       if (o->ops.empty()) { *err = "empty --ops"; return false; }
+    } else if (value("--qk-shapes")) {
+      o->qk_shapes.clear();
+      for (const auto& e : split_list(v)) {
+        std::array<int64_t, 3> sh{};
+        char* end = nullptr;
+        const char* p = e.c_str();
+        for (int k = 0; k < 3; ++k) {
+          sh[size_t(k)] = strtoll(p, &end, 10);
+          if (end == p || sh[size_t(k)] <= 0 || (k < 2 ? *end != 'x' : *end != '\0')) {
+            *err = "bad --qk-shapes entry '" + e + "' (ROWSxNQxNK)";
+            return false;
+          }
+          p = end + 1;
+        }
+        o->qk_shapes.push_back(sh);
+      }
+      if (o->qk_shapes.empty()) { *err = "empty --qk-shapes"; return false; }
+      o->set_qk_shapes = true;
     } else if (value("--modes")) {
       if (!parse_list<ModeSpec>(v, &o->modes, parse_mode, err, "mode")) return false;
       o->set_modes = true;
@@ -256,6 +286,7 @@ inline bool parse_args(int argc, char** argv, Options* o, std::string* err) {
     if (!o->set_out) o->out = {DType::k_f8e4m3fn, DType::kI8};
     if (!o->set_time) o->time_per_case = 0.03;
     if (!o->set_copy) o->copy_mib = 256;
+    if (!o->set_qk_shapes) o->qk_shapes = {{16, 4096, 512}, {2048, 4096, 512}};
   }
   return true;
 }

@@ -28,6 +28,10 @@ namespace bench {
 
 // ---------------------------------------------------------------- rmsnorm_quant cases
 
+struct Run;
+inline void run_qk_cases(Run& run);           // bench_qk.h
+inline int qk_case_count(const Options& o);  // bench_qk.h
+
 struct Run {
   const Options& o;
   Device& dev;
@@ -377,17 +381,25 @@ inline void run_fp4_group(Run& run, int64_t rows, int64_t cols, DType in);  // b
 
 inline int Run::run_all() {
     t_start = now_s();
+    cases_total = 0;
     const int shapes = int(o.hidden.size() * o.tokens.size() * o.in.size());
     for (const auto& op : o.ops)
-      cases_total += shapes * (op == "rmsnorm_fp4" ? kFp4Modes : int(o.modes.size() * o.out.size()));
+      cases_total += op == "qk_rmsnorm"    ? qk_case_count(o)
+                     : op == "rmsnorm_fp4" ? shapes * kFp4Modes
+                                           : shapes * int(o.modes.size() * o.out.size());
     print_header();
-    for (const auto& op : o.ops)
+    for (const auto& op : o.ops) {
+      if (op == "qk_rmsnorm") {
+        run_qk_cases(*this);
+        continue;
+      }
       for (int64_t h : o.hidden)
         for (int64_t t : o.tokens)
           for (DType in : o.in) {
             if (op == "rmsnorm_fp4") run_fp4_group(*this, t, h, in);
             else run_group(t, h, in);
           }
+    }
     const double el = now_s() - t_start;
     FILE* f = o.json ? stderr : stdout;
     fprintf(f, "# %d cases (%d skipped) in %.1f s; %d failed; %lld mismatching bytes in the checked rows: %s\n",

@@ -1,4 +1,5 @@
-// fusednorm-bench: times fusednorm_rmsnorm_quant over scale modes, dtypes and LLM shapes, checks
+// fusednorm-bench: times fusednorm_rmsnorm_quant over scale modes, dtypes and LLM shapes (and
+// qk_rmsnorm's forms at its shapes: bench_qk.h), checks
 // every case against the scalar reference on a sample of rows, and relates the achieved bandwidth
 // to the device's copy bandwidth measured in the same run. `fusednorm-bench --help` for usage.
 #include <inttypes.h>
@@ -17,6 +18,7 @@
 #include "bench_device.h"
 #include "bench_fp4.h"
 #include "bench_options.h"
+#include "bench_qk.h"
 #include "bench_run.h"
 #include "bench_timing.h"
 #include "bench_util.h"

@@ -82,19 +82,27 @@ void cast_options(Ctx& c) {
   c.co.e8m0_rounding = pick(s.osel[1], rounding, int32_t(s.oraw[0]));
 }
 
+// eps and weight_offset of both operations: defaults, edges and invalid values.
+const float kEpsChoices[] = {1e-6f, 1e-6f, 0.0f, 1e-5f, 1.0f, 1e30f, 1e-40f, -0.0f, -1e-6f, NAN, INFINITY};
+const float kWoffChoices[] = {0.0f, 0.0f, 1.0f, -1.0f, 0.5f, 1e38f, 1e-40f, NAN, INFINITY};
+
+// An options struct at its defaults, then the spec's NULL pointer and struct_size choices.
+template <class O>
+O& init_options(Ctx& c, O& o, void (*init)(O*)) {
+  init(&o);
+  c.opts_null = c.s->osel[0] % 16 == 14;
+  o.struct_size = struct_size(c.s->osel[0], sizeof o);
+  return o;
+}
+
 void rq_options(Ctx& c) {
   const Spec& s = *c.s;
-  auto& o = c.ro;
-  fusednorm_rmsnorm_quant_options_init(&o);
-  c.opts_null = s.osel[0] % 16 == 14;
-  o.struct_size = struct_size(s.osel[0], sizeof o);
+  auto& o = init_options(c, c.ro, fusednorm_rmsnorm_quant_options_init);
   const float inf = INFINITY, nan = NAN, sub = 1e-40f;
   const int32_t norms[] = {0, 0, 0, 0, 0, 1, 1};
   const int32_t modes[] = {0, 0, 1, 1, 1, 2, 2, 2};
   const int32_t places[] = {0, 0, 0, 0, 0, 1, 1};
   const int64_t groups[] = {32, 32, 64, 64, 128, 128, 16, 256, 0, -32};
-  const float eps[] = {1e-6f, 1e-6f, 0.0f, 1e-5f, 1.0f, 1e30f, sub, -0.0f, -1e-6f, nan, inf};
-  const float woff[] = {0.0f, 0.0f, 1.0f, -1.0f, 0.5f, 1e38f, sub, nan, inf};
   const float ub[] = {inf, inf, 1.0f, 1e-3f, 448.0f, sub, 0.0f, -1.0f, nan};
   const float mins[] = {0.0f, 0.0f, 1e-3f, 1.0f, 1e30f, sub, -0.0f, -1.0f, nan, inf};
   const float qmax[] = {0.0f, 0.0f, 0.0f, 448.0f, 127.0f, 57344.0f, 240.0f, 1.0f, 0.5f, 1e-30f, 100.0f, -1.0f, nan, inf};
@@ -103,14 +111,56 @@ void rq_options(Ctx& c) {
   o.scale_placement = pick(s.osel[3], places, int32_t(s.oraw[2] % 5) - 2);
   o.reserved0 = s.osel[3] >= 0xF0 ? int32_t(s.oraw[3]) : 0;
   o.group_size = pick(s.osel[4], groups, int64_t(int32_t(s.oraw[3])));
-  o.eps = pick(s.osel[5], eps, f32_bits(s.oraw[0]));
-  o.weight_offset = pick(s.osel[6], woff, f32_bits(s.oraw[1]));
+  o.eps = pick(s.osel[5], kEpsChoices, f32_bits(s.oraw[0]));
+  o.weight_offset = pick(s.osel[6], kWoffChoices, f32_bits(s.oraw[1]));
   o.scale_ub = pick(s.osel[7], ub, f32_bits(s.oraw[2]));
   o.min_scale = pick(s.osel[8], mins, f32_bits(s.oraw[3]));
   o.qmax = pick(s.osel[9], qmax, f32_bits(s.oraw[0] ^ s.oraw[2]));
 }
 bool rq_packed(const Ctx& c) { return !c.opts_null && c.ro.scale_placement == FUSEDNORM_SCALES_PACKED_ROW_END; }
 int32_t rq_mode(const Ctx& c) { return c.opts_null ? FUSEDNORM_SCALE_DYNAMIC_ROW : c.ro.scale_mode; }
+
+// ---- qk_rmsnorm: k's width from osel[7] (q's is h); the in-place forms (outputs = q and k)
+// keep within the harness's five slots.
+int64_t qk_nk(const Ctx& c) {
+  const int64_t h = c.h;
+  const int64_t v[] = {h, h, h / 2, h / 4, h + 8, 1, 3 * h};
+  return v[c.s->osel[7] % 7];
+}
+void qk_options(Ctx& c) {
+  const Spec& s = *c.s;
+  auto& o = init_options(c, c.qo, fusednorm_qk_rmsnorm_options_init);
+  const int32_t kinds[] = {0, 0, 0, 1, 1, 2, -1};
+  const int64_t heads[] = {0, 0, 0, 1, 2, 4, 8, 16, 32, 64, 128, 3, -64};
+  o.stats_kind = pick(s.osel[1], kinds, int32_t(s.oraw[0] % 5) - 2);
+  o.reserved0 = s.osel[3] >= 0xF0 ? int32_t(s.oraw[3]) : 0;
+  o.head_dim = pick(s.osel[4], heads, int64_t(int32_t(s.oraw[3])));
+  o.eps = pick(s.osel[5], kEpsChoices, f32_bits(s.oraw[0]));
+  o.weight_offset = pick(s.osel[6], kWoffChoices, f32_bits(s.oraw[1]));
+}
+// Global widths (apply; known once h is): the local width (one rank), more ranks' worth, too
+// small, 0, negative, or raw.
+int64_t qk_global(int64_t local, uint8_t sel, uint32_t raw) {
+  switch (sel % 8) {
+    case 3: return 3 * local + 1;
+    case 4: return local - 1;
+    case 5: return 0;
+    case 6: return -local;
+    case 7: return int64_t(int32_t(raw));
+    default: return local;
+  }
+}
+const fusednorm_qk_rmsnorm_options* qk_opts(Ctx& c) {
+  c.qo.q_global_width = qk_global(c.h, c.s->osel[8], c.s->oraw[1]);
+  c.qo.k_global_width = qk_global(qk_nk(c), c.s->osel[9], c.s->oraw[2]);
+  return c.opts_null ? nullptr : &c.qo;
+}
+const std::vector<DType> kQkIn = {DType::kF32, DType::kF16, DType::kBF16};
+// Weights: [head_dim] with a positive head_dim (fused), else the side's width.
+std::vector<int64_t> qk_weight_shape(const Ctx& c, int64_t width, bool fused) {
+  const int64_t d = c.opts_null ? 0 : c.qo.head_dim;
+  return std::vector<int64_t>{fused && d > 0 ? d : width};
+}
 
 const OpDesc kOps[] = {
     {"cast",
@@ -155,6 +205,45 @@ const OpDesc kOps[] = {
      [](Ctx& c) {
        return reference::rmsnorm_quant(tp(c, 0), tp(c, 1), tp(c, 2), tp(c, 3), tp(c, 4), c.opts_null ? nullptr : &c.ro);
      }},
+    // qk_rmsnorm (appended: existing inputs keep their operation)
+    {"qk_rmsnorm_stats",
+     {{"q", kQkIn}, {"k", {}}, {"stats", {DType::kF32}}},
+     qk_options,
+     [](const Ctx&, int) { return false; },
+     [](const Ctx&, int slot) { return slot == 2 ? 2 : 0; },
+     [](const Ctx& c, int slot) { return full_shape(c, slot == 0 ? c.h : slot == 1 ? qk_nk(c) : 2); },
+     [](Ctx& c) { return fusednorm_qk_rmsnorm_stats(tp(c, 0), tp(c, 1), tp(c, 2), qk_opts(c), nullptr); },
+     [](Ctx& c) { return reference::qk_rmsnorm_stats(tp(c, 0), tp(c, 1), tp(c, 2), qk_opts(c)); }},
+    {"qk_rmsnorm_apply_in_place",
+     {{"q", kQkIn}, {"k", {}}, {"stats", {DType::kF32}}, {"q_weight", kQkIn}, {"k_weight", kQkIn}},
+     qk_options,
+     [](const Ctx&, int) { return false; },
+     [](const Ctx&, int slot) { return slot < 2 ? 1 : 0; },
+     [](const Ctx& c, int slot) {
+       return slot == 0 ? full_shape(c, c.h) : slot == 1 ? full_shape(c, qk_nk(c)) : slot == 2 ? full_shape(c, 2)
+              : qk_weight_shape(c, slot == 3 ? c.h : qk_nk(c), false);
+     },
+     [](Ctx& c) {
+       return fusednorm_qk_rmsnorm_apply(tp(c, 0), tp(c, 1), tp(c, 2), tp(c, 3), tp(c, 4), tp(c, 0), tp(c, 1),
+                                         qk_opts(c), nullptr);
+     },
+     [](Ctx& c) {
+       return reference::qk_rmsnorm_apply(tp(c, 0), tp(c, 1), tp(c, 2), tp(c, 3), tp(c, 4), tp(c, 0), tp(c, 1),
+                                          qk_opts(c));
+     }},
+    {"qk_rmsnorm_in_place",
+     {{"q", kQkIn}, {"k", {}}, {"q_weight", kQkIn}, {"k_weight", kQkIn}},
+     qk_options,
+     [](const Ctx&, int) { return false; },
+     [](const Ctx&, int slot) { return slot < 2 ? 1 : 0; },
+     [](const Ctx& c, int slot) {
+       return slot == 0 ? full_shape(c, c.h) : slot == 1 ? full_shape(c, qk_nk(c))
+                                                         : qk_weight_shape(c, slot == 2 ? c.h : qk_nk(c), true);
+     },
+     [](Ctx& c) {
+       return fusednorm_qk_rmsnorm(tp(c, 0), tp(c, 1), tp(c, 2), tp(c, 3), tp(c, 0), tp(c, 1), qk_opts(c), nullptr);
+     },
+     [](Ctx& c) { return reference::qk_rmsnorm(tp(c, 0), tp(c, 1), tp(c, 2), tp(c, 3), tp(c, 0), tp(c, 1), qk_opts(c)); }},
 };
 constexpr int kNumOps = int(sizeof kOps / sizeof kOps[0]);
 
@@ -434,6 +523,10 @@ void describe(const Ctx& c, const OpDesc& op) {
   fprintf(stderr, "call: %s", c.op_name);
   if (c.opts_null) fprintf(stderr, " options=NULL");
   else if (&op == &kOps[0]) fprintf(stderr, " struct_size=%zu e8m0_rounding=%d", c.co.struct_size, c.co.e8m0_rounding);
+  else if (strncmp(op.name, "qk_", 3) == 0)
+    fprintf(stderr, " struct_size=%zu stats_kind=%d reserved0=%d global=%lld/%lld head_dim=%lld eps=%g woff=%g",
+            c.qo.struct_size, c.qo.stats_kind, c.qo.reserved0, (long long)c.qo.q_global_width,
+            (long long)c.qo.k_global_width, (long long)c.qo.head_dim, double(c.qo.eps), double(c.qo.weight_offset));
   else
     fprintf(stderr, " struct_size=%zu norm=%d mode=%d placement=%d group=%lld eps=%g woff=%g ub=%g min=%g qmax=%g",
             c.ro.struct_size, c.ro.norm, c.ro.scale_mode, c.ro.scale_placement, (long long)c.ro.group_size,

@@ -111,6 +111,7 @@ struct Ctx {
   bool opts_null = false, residual = false;
   fusednorm_cast_options co{};
   fusednorm_rmsnorm_quant_options ro{};
+  fusednorm_qk_rmsnorm_options qo{};  // qk_rmsnorm
   Tensor t[kMaxSlots];
   std::vector<Buffer> bufs;
   const char* op_name = "";

@@ -69,6 +69,8 @@ const fusednorm_plugin kPlugin = {
     nullptr,  // target
     nullptr,  // rmsnorm_fp4
     nullptr,  // dequantize_fp4
+    uint32_t(sizeof(fusednorm::QkRmsnormCall)),
+    nullptr,  // qk_rmsnorm: not offered
 };
 
 }  // namespace

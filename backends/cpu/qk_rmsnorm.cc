@@ -1,0 +1,114 @@
+// Compiled once per Highway target (foreach_target.h re-includes this file), then once more
+// with HWY_ONCE for the dispatch table and the oneTBB driver.
+// qk_rmsnorm on the CPU (docs/numerics.md §5): one row function for stats, apply and the fused
+// form. Each side (q, k) of a row is a run of RMS groups (the whole row, or each head): per group
+// the canonical sum of squares (rows-inl.h SumSquares) or the caller's statistic, inv_rms from the
+// shared math, then out = rn((x * inv) * g') in one pass.
+
+#include <string.h>
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "backends/cpu/qk_rmsnorm.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include "backends/cpu/rows-inl.h"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace fusednorm {
+namespace HWY_NAMESPACE {
+
+// out[0, n) = rn((x * inv) * g) (the input dtype; NaN canonical). out may be x (in place: each
+// vector is read before it is written).
+template <class InT>
+HWY_NOINLINE void QkApplyGroup(const char* x, const float* g, float inv_s, char* out, int64_t n_elems) {
+  const DF df;
+  const int64_t n = int64_t(hn::Lanes(df));
+  const VF inv = hn::Set(df, inv_s);
+  int64_t i = 0;
+  for (; i + 2 * n <= n_elems; i += 2 * n) {
+    const VF y0 = hn::Mul(hn::Mul(InT::Load(x, i), inv), hn::LoadU(df, g + i));
+    const VF y1 = hn::Mul(hn::Mul(InT::Load(x, i + n), inv), hn::LoadU(df, g + i + n));
+    (void)InT::RoundStore(y0, out, i, i + n);
+    (void)InT::RoundStore(y1, out, i + n, i + 2 * n);
+  }
+  for (; i < n_elems; i += n)
+    (void)InT::RoundStore(hn::Mul(hn::Mul(InT::LoadUpTo(x, i, n_elems), inv), hn::LoadU(df, g + i)), out, i, n_elems);
+}
+
+// One side of rows [r0, r1): j = 0 (q) or 1 (k); g: gamma' of the side's group (padded).
+template <class InT>
+void QkSideRows(const QkRmsnormCall& c, const QkSide& s, int j, int64_t r0, int64_t r1, const float* g) {
+  float* part = Scratch(1, size_t(math::reduction_partials(s.group)));
+  const int64_t group_bytes = s.group * InT::kBytes;
+  for (int64_t r = r0; r < r1; ++r) {
+    const char* x = row_ptr(c.lead, s.in, r);
+    if (c.kind == QkKind::kStats) {
+      const uint32_t ss = math::encode_f32<false>(SumSquares<InT, false>(x, nullptr, s.width, part));
+      memcpy(row_ptr(c.lead, c.stats, r) + 4 * j, &ss, 4);
+      continue;
+    }
+    char* out = row_ptr(c.lead, s.out, r);
+    if (c.kind == QkKind::kApply) {
+      float stat;
+      memcpy(&stat, row_ptr(c.lead, c.stats, r) + 4 * j, 4);
+      QkApplyGroup<InT>(x, g, qk_inv_rms(c, s, stat), out, s.width);
+      continue;
+    }
+    for (int64_t b = 0; b < s.width; b += s.group, x += group_bytes, out += group_bytes)
+      QkApplyGroup<InT>(x, g, qk_inv_rms(c, s, SumSquares<InT, false>(x, nullptr, s.group, part)), out, s.group);
+  }
+}
+
+// gamma' of both sides, once per call and thread (the weights cannot change during a call); the
+// buffers are this unit's own, so other operations' per-call caches are never disturbed.
+const float* QkGamma(const QkSide& s, int j, float offset, uint64_t call_id) {
+  thread_local hwy::AlignedFreeUniquePtr<float[]> buf[2];
+  thread_local size_t cap[2] = {};
+  thread_local uint64_t call[2] = {};
+  const int64_t n = int64_t(hn::Lanes(DF()));
+  const int64_t pad = (s.group + n - 1) / n * n;
+  if (cap[j] < size_t(pad)) {
+    buf[j] = hwy::AllocateAligned<float>(size_t(pad));
+    cap[j] = size_t(pad);
+    call[j] = 0;
+  }
+  if (call[j] != call_id) {
+    GammaPrime(s.w_type, s.weight, offset, buf[j].get(), s.group, pad);
+    call[j] = call_id;
+  }
+  return buf[j].get();
+}
+
+void QkRmsnormRows(const QkRmsnormCall& c, int64_t r0, int64_t r1, uint64_t call_id) {
+  for (int j = 0; j < 2; ++j) {
+    const QkSide& s = j == 0 ? c.q : c.k;
+    const float* g = c.kind == QkKind::kStats ? nullptr : QkGamma(s, j, c.weight_offset, call_id);
+    switch (c.in_type) {
+      case DType::kF32: QkSideRows<InF32>(c, s, j, r0, r1, g); break;
+      case DType::kF16: QkSideRows<InF16>(c, s, j, r0, r1, g); break;
+      default: QkSideRows<InBF16>(c, s, j, r0, r1, g); break;
+    }
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace fusednorm
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/parallel.h"
+
+namespace fusednorm {
+
+HWY_EXPORT(QkRmsnormRows);
+
+void cpu_qk_rmsnorm(const QkRmsnormCall& call) {
+  const uint64_t call_id = next_call_id();
+  parallel_rows(call.lead.rows, block_rows(call.lead.rows, call.q.width + call.k.width),
+                [&](int64_t r0, int64_t r1) { HWY_DYNAMIC_DISPATCH(QkRmsnormRows)(call, r0, r1, call_id); });
+}
+
+}  // namespace fusednorm
+#endif  // HWY_ONCE

@@ -1,0 +1,249 @@
+// Compiled twice: as CUDA and as HIP, as one unit of its own (FUSEDNORM_GPU_OPS). qk_rmsnorm on
+// the GPU (docs/numerics.md §5): one kernel per input dtype serves stats, apply and the fused
+// form (call.kind), for whole rows and for heads alike: a side (q or k) is a run of RMS groups of
+// G elements (the row, or a head), and every group is mapped the same way.
+//
+// A group takes T = P / 8 threads (P = reduction_partials(G)); thread t owns the 8 consecutive
+// partial sums 8t .. 8t+7 of the canonical reduction (docs/numerics.md §2), i.e. elements
+// s*P + 8t + j for steps s < S = ceil(G / P), accumulated in step order; the tree continues in
+// registers, across the group's lanes (shfl_xor) and across its warps (row_reduce_finish,
+// reduce.cuh). The first kRegSteps steps stay in registers for the apply pass; later ones (G
+// above 8 P: rows past 16384 elements, or f32 rows of more than 4 steps) are read again (L1/L2).
+// Blocks hold groups of one side only: q's groups first, then k's (both sides in one launch);
+// the grid is persistent and walks over the blocks' batches. Nothing of a group's arithmetic
+// depends on the grid, the row count or the other side (batch invariance).
+#pragma once
+
+#include <stdint.h>
+
+#include <algorithm>
+
+#include "backends/gpu/gpu_runtime.h"
+#include "backends/gpu/host.cuh"
+#include "backends/gpu/io.cuh"
+#include "backends/gpu/launch.cuh"
+#include "backends/gpu/ops.h"
+#include "backends/gpu/reduce.cuh"
+#include "core/call.h"
+#include "math/quant_math.h"
+
+namespace fusednorm {
+namespace gpu {
+
+constexpr int kQkVec = 8;           // elements of a thread per step: its 8 partials
+constexpr int kQkBlock = 256;       // threads of a block of small groups
+constexpr int kQkMaxBlock = math::kMaxPartials / kQkVec;  // 512: one group of P = 4096
+constexpr int64_t kQkMaxGroup = int64_t(1) << 28;         // byte offsets inside a group are 32-bit
+
+// One side's mapping (host-computed from G alone, and the views' alignments).
+struct QkShape {
+  int32_t threads;           // T per group
+  int32_t partials;          // P
+  int32_t steps;             // S
+  int32_t groups_per_block;  // blockDim / T
+  int32_t access_in, access_out, access_w, access_stats;
+  int64_t groups;            // groups of the side: rows * (width / G)
+  int64_t batches;           // blocks' worth of groups: ceil(groups / groups_per_block)
+};
+struct QkLaunch {
+  QkShape side[2];  // q, k
+};
+
+// The reduction's pairwise step and the formula after it (row_reduce_finish): the sum itself
+// (stats) or inv_rms of the group.
+struct QkAdd {
+  __device__ __forceinline__ float operator()(float a, float b) const { return math::add_rn(a, b); }
+};
+struct QkFinish {
+  const QkRmsnormCall* c;
+  const QkSide* s;
+  bool stats;
+  __device__ __forceinline__ float operator()(float ss) const { return stats ? ss : qk_inv_rms(*c, *s, ss); }
+};
+
+template <DType kIn>
+struct QkRegSteps {
+  static constexpr int value = 4;
+};
+
+// x^2 of a vector's 8 elements added to this thread's 8 partials (canonical order: step by step).
+template <DType kIn>
+__device__ __forceinline__ void qk_accumulate(const uint32_t* v, float part[kQkVec]) {
+#pragma unroll
+  for (int e = 0; e < kQkVec; ++e) {
+    const float xe = InTraits<kIn>::get(v, e);
+    part[e] = math::add_rn(part[e], math::mul_rn(xe, xe));
+  }
+}
+
+// out[e0 .. e0+7] = rn((x * inv) * (w + offset)) of one vector of the group.
+template <DType kIn>
+__device__ __forceinline__ void qk_apply_vec(const QkRmsnormCall& c, const QkSide& s, const QkShape& sh, int32_t e0,
+                                             int32_t G, const uint32_t* v, float inv, char* out) {
+  using In = InTraits<kIn>;
+  float g[kQkVec];
+  if (s.w_type == DType::kF32) {
+    uint32_t ww[Vec<4, kQkVec>::kWords];
+    load_vec<4, kQkVec>(s.weight, e0, G, sh.access_w, ww);
+#pragma unroll
+    for (int e = 0; e < kQkVec; ++e) g[e] = math::add_rn(math::float_of(ww[e]), c.weight_offset);
+  } else {
+    uint32_t ww[Vec<2, kQkVec>::kWords];
+    load_vec<2, kQkVec>(s.weight, e0, G, sh.access_w, ww);
+#pragma unroll
+    for (int e = 0; e < kQkVec; ++e) g[e] = math::add_rn(weight_elem(s.w_type, ww, e), c.weight_offset);
+  }
+  uint32_t o[Vec<In::kBytes, kQkVec>::kWords];
+#pragma unroll
+  for (int e = 0; e < kQkVec; ++e) {
+    const uint32_t code = In::encode(math::norm_apply(In::get(v, e), inv, g[e]));
+    if (In::kBytes == 4) o[e] = code;
+    else if (e % 2 == 0) o[e / 2] = code;
+    else o[e / 2] |= code << 16;
+  }
+  store_vec<In::kBytes, kQkVec>(out, e0, G, sh.access_out, o);
+}
+
+template <DType kIn>
+__global__ void __launch_bounds__(kQkMaxBlock)
+    qk_rmsnorm_kernel(FN_GRID_CONSTANT const QkRmsnormCall c, FN_GRID_CONSTANT const QkLaunch L) {
+  using In = InTraits<kIn>;
+  constexpr int kW = Vec<In::kBytes, kQkVec>::kWords;
+  constexpr int kRegSteps = QkRegSteps<kIn>::value;
+  __shared__ __align__(16) float red[2][kQkMaxBlock / kGpuWarp];
+  __shared__ float inv_of_group[2][kQkMaxBlock];
+  gpu_wait_for_previous_grid();
+
+  const int64_t batches = L.side[0].batches + L.side[1].batches;
+  int parity = 0;
+  for (int64_t b = blockIdx.x; b < batches; b += gridDim.x, parity ^= 1) {
+    const int j = b < L.side[0].batches ? 0 : 1;
+    const QkShape& sh = L.side[j];
+    const QkSide& s = j ? c.k : c.q;
+    const int T = sh.threads, P = sh.partials, S = sh.steps;
+    const int t = threadIdx.x & (T - 1);
+    const int gib = threadIdx.x / T;  // group in block
+    const int64_t gi = (j ? b - L.side[0].batches : b) * sh.groups_per_block + gib;
+    const bool active = gi < sh.groups;
+    const int32_t G = int32_t(s.group);
+    // The group's row and head (one division only in the per-head mode).
+    const int64_t per_row = s.width / s.group;
+    const int64_t row = per_row == 1 ? gi : gi / per_row;
+    const int64_t head = gi - row * per_row;
+    const char* x = active ? row_at<false>(c.lead, s.in, row) + head * G * In::kBytes : nullptr;
+
+    uint32_t w[kRegSteps][kW];
+#pragma unroll
+    for (int st = 0; st < kRegSteps; ++st)
+      if (active && st < S && st * P + kQkVec * t < G)
+        load_vec<In::kBytes, kQkVec>(x, st * P + kQkVec * t, G, sh.access_in, w[st]);
+    gpu_allow_next_grid();
+
+    float inv = 0.0f;
+    if (c.kind != QkKind::kApply) {
+      // The canonical sum of squares: this thread's 8 partials in step order, then the tree.
+      float part[kQkVec];
+#pragma unroll
+      for (int e = 0; e < kQkVec; ++e) part[e] = 0.0f;
+#pragma unroll
+      for (int st = 0; st < kRegSteps; ++st)
+        if (active && st < S && st * P + kQkVec * t < G) qk_accumulate<kIn>(w[st], part);
+      for (int st = kRegSteps; st < S; ++st)
+        if (active && st * P + kQkVec * t < G) {
+          uint32_t v[kW];
+          load_vec<In::kBytes, kQkVec>(x, st * P + kQkVec * t, G, sh.access_in, v);
+          qk_accumulate<kIn>(v, part);
+        }
+#pragma unroll
+      for (int n = kQkVec; n > 1; n /= 2)
+#pragma unroll
+        for (int e = 0; e < n / 2; ++e) part[e] = math::add_rn(part[2 * e], part[2 * e + 1]);
+      const bool stats = c.kind == QkKind::kStats;
+      const float r = row_reduce_finish<kGpuWarp, true, true>(part[0], t, T, gib, red[parity], QkAdd(),
+                                                              QkFinish{&c, &s, stats}, inv_of_group[parity]);
+      if (stats) {
+        if (active && t == 0)
+          store_elem<4>(row_at<false>(c.lead, c.stats, row), j, math::encode_f32<false>(r), sh.access_stats);
+        continue;
+      }
+      inv = r;
+    } else if (active) {
+      inv = qk_inv_rms(c, s, math::float_of(load_elem<4>(row_at<false>(c.lead, c.stats, row), j, sh.access_stats)));
+    }
+    if (!active) continue;
+
+    char* out = row_at<false>(c.lead, s.out, row) + head * G * In::kBytes;
+#pragma unroll
+    for (int st = 0; st < kRegSteps; ++st)
+      if (st < S && st * P + kQkVec * t < G) qk_apply_vec<kIn>(c, s, sh, st * P + kQkVec * t, G, w[st], inv, out);
+    for (int st = kRegSteps; st < S; ++st)
+      if (st * P + kQkVec * t < G) {
+        uint32_t v[kW];
+        load_vec<In::kBytes, kQkVec>(x, st * P + kQkVec * t, G, sh.access_in, v);
+        qk_apply_vec<kIn>(c, s, sh, st * P + kQkVec * t, G, v, inv, out);
+      }
+  }
+}
+
+using QkKernelFn = void (*)(const QkRmsnormCall, const QkLaunch);
+
+// A side's mapping: from G and the views' alignments only (never from the row count).
+inline QkShape qk_shape(const QkRmsnormCall& c, const QkSide& s) {
+  QkShape sh{};
+  const int bytes = c.in_type == DType::kF32 ? 4 : 2, w_bytes = s.w_type == DType::kF32 ? 4 : 2;
+  sh.partials = int32_t(math::reduction_partials(s.group));
+  sh.threads = sh.partials / kQkVec;
+  sh.steps = int32_t((s.group + sh.partials - 1) / sh.partials);
+  sh.groups = c.lead.rows * (s.width / s.group);
+  // Vectors where every group's start is aligned for them (heads inside a row too).
+  auto access = [&](const RowView& v, int elem, const LeadShape& lead) {
+    const int32_t a = access_for(lead, v, elem, kQkVec * elem);
+    return a == kVectors && s.group != s.width && (s.group * elem) % std::min(kQkVec * elem, 16) != 0 ? kElements : a;
+  };
+  sh.access_in = access(s.in, bytes, c.lead);
+  sh.access_out = s.out.data != nullptr ? access(s.out, bytes, c.lead) : kVectors;
+  const LeadShape one_row;
+  RowView wv;
+  wv.data = const_cast<char*>(s.weight);
+  sh.access_w = access_for(one_row, wv, w_bytes, kQkVec * w_bytes);
+  sh.access_stats = c.stats.data == nullptr || rows_aligned(c.lead, c.stats, 4) ? kElements : kBytesOnly;
+  return sh;
+}
+
+template <DType kIn>
+QkKernelFn qk_kernel_for() {
+  return &qk_rmsnorm_kernel<kIn>;
+}
+
+fusednorm_status plugin_qk_rmsnorm(const QkRmsnormCall* call, int32_t device, void* stream, char* msg, size_t n) {
+  const QkRmsnormCall& c = *call;
+  if (c.q.group > kQkMaxGroup || c.k.group > kQkMaxGroup)
+    return say(FUSEDNORM_UNSUPPORTED, msg, n, "qk_rmsnorm: a group of %lld elements: the " FN_GPU_VENDOR
+               " backend supports groups (rows, or heads) of at most %lld", (long long)std::max(c.q.group, c.k.group),
+               (long long)kQkMaxGroup);
+  if (c.lead.rows == 0) return FUSEDNORM_SUCCESS;
+  DeviceGuard guard(device);
+  if (guard.error != gpuSuccess) return vendor_error(guard.error, "selecting the device", msg, n);
+  QkLaunch L;
+  L.side[0] = qk_shape(c, c.q);
+  L.side[1] = qk_shape(c, c.k);
+  const int threads = std::max({kQkBlock, L.side[0].threads, L.side[1].threads});
+  for (QkShape& sh : L.side) {
+    sh.groups_per_block = threads / sh.threads;
+    sh.batches = (sh.groups + sh.groups_per_block - 1) / sh.groups_per_block;
+  }
+  const DeviceFacts& dev = g_devices[size_t(device)];
+  // Persistent: at most the blocks of up to 2048 threads an SM can hold at once.
+  const int64_t batches = L.side[0].batches + L.side[1].batches;
+  const int64_t blocks = std::min<int64_t>(batches, int64_t(dev.multiprocessors) * (2048 / threads));
+  QkKernelFn fn = c.in_type == DType::kF32   ? qk_kernel_for<DType::kF32>()
+                  : c.in_type == DType::kF16 ? qk_kernel_for<DType::kF16>()
+                                             : qk_kernel_for<DType::kBF16>();
+  gpuError_t e = launch_pdl(fn, dev, unsigned(blocks), unsigned(threads), 0, static_cast<gpuStream_t>(stream), c, L);
+  if (e == gpuSuccess) e = gpuGetLastError();
+  if (e != gpuSuccess) return vendor_error(e, "launching qk_rmsnorm", msg, n);
+  return FUSEDNORM_SUCCESS;
+}
+
+}  // namespace gpu
+}  // namespace fusednorm
