@@ -17,7 +17,7 @@ steps=("$@")
 want() { for s in "${steps[@]}"; do { [ "$s" = all ] && [ "$1" != profile ] && [ "$1" != compare ]; } || [ "$s" = "$1" ] && return 0; done; return 1; }
 status=0
 # One GPU test executable per operation (tests/gpu/), and the many-threads x many-streams test.
-gpu_tests=(test_gpu_rmsnorm_quant test_gpu_rmsnorm_fp4)
+gpu_tests=(test_gpu_rmsnorm_quant test_gpu_rmsnorm_fp4 test_gpu_qk_rmsnorm)
 note() { echo "== $*" | tee -a "$out/summary.txt"; }
 
 if [ ! -f /usr/include/hwy/highway.h ]; then
