@@ -3,10 +3,12 @@
 #pragma once
 
 #include "core/call.h"
+#include "core/call_mla.h"
 
 namespace fusednorm {
 
 void cpu_cast(const CastCall& call);
 void cpu_rmsnorm_quant(const RmsnormQuantCall& call);
+void cpu_mla_rope_rmsnorm_quant(const MlaCall& call);  // mla_rope_rmsnorm_quant.cc
 
 }  // namespace fusednorm

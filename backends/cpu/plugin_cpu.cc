@@ -32,6 +32,10 @@ fusednorm_status cpu_rmsnorm_quant_entry(const RmsnormQuantCall* call, int32_t, 
   cpu_rmsnorm_quant(*call);
   return FUSEDNORM_SUCCESS;
 }
+fusednorm_status cpu_mla_entry(const MlaCall* call, int32_t, void*, char*, size_t) {
+  cpu_mla_rope_rmsnorm_quant(*call);
+  return FUSEDNORM_SUCCESS;
+}
 
 const fusednorm_plugin kCpuBackend = {
     FUSEDNORM_PLUGIN_ABI_VERSION,
@@ -47,6 +51,8 @@ const fusednorm_plugin kCpuBackend = {
     cpu_rmsnorm_quant_entry,
     nullptr,  // verify_encoders: the CPU's encoders are proven by tests/cpu/encoders_exhaustive_test.cc
     cpu_target_name,
+    uint32_t(sizeof(MlaCall)),
+    cpu_mla_entry,
 };
 
 }  // namespace

@@ -12,10 +12,11 @@
 #include <stdint.h>
 
 #include "core/call.h"
+#include "core/call_mla.h"
 #include "fusednorm/fusednorm.h"
 
 // Bump on any change to this table or to the structs of core/call.h.
-#define FUSEDNORM_PLUGIN_ABI_VERSION 2u
+#define FUSEDNORM_PLUGIN_ABI_VERSION 3u
 
 extern "C" {
 
@@ -45,6 +46,10 @@ typedef struct fusednorm_plugin {
   // The instruction-set target the backend runs now (CPU: Highway's pick, e.g. "AVX3"); NULL
   // where the backend has no such choice.
   const char* (*target)(void);
+  // ---- mla_rope_rmsnorm_quant (ABI 3)
+  uint32_t mla_call_size;  // sizeof(fusednorm::MlaCall)
+  fusednorm_status (*mla_rope_rmsnorm_quant)(const fusednorm::MlaCall* call, int32_t device_id, void* stream,
+                                             char* msg, size_t msg_size);
 } fusednorm_plugin;
 
 typedef const fusednorm_plugin* (*fusednorm_plugin_entry_fn)(void);

@@ -67,6 +67,8 @@ const fusednorm_plugin kPlugin = {
     fake_rmsnorm_quant,
     nullptr,  // verify_encoders
     nullptr,  // target
+    uint32_t(sizeof(fusednorm::MlaCall)),
+    nullptr,  // mla_rope_rmsnorm_quant: not offered
 };
 
 }  // namespace
