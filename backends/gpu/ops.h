@@ -8,10 +8,14 @@
 #include <stdint.h>
 
 #include "core/call.h"
+#include "core/call_mla.h"
 #include "fusednorm/fusednorm.h"
 
 namespace fusednorm {
 namespace gpu {
+
+// backends/gpu/mla_rope_rmsnorm_quant.cuh
+fusednorm_status mla_rope_rmsnorm_quant(const MlaCall* call, int32_t device, void* stream, char* msg, size_t n);
 
 }  // namespace gpu
 }  // namespace fusednorm

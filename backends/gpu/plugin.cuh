@@ -14,6 +14,7 @@
 #include "backends/gpu/host.cuh"
 #include "backends/gpu/kernel_table.cuh"
 #include "backends/gpu/launch.cuh"
+#include "backends/gpu/ops.h"
 #include "backends/gpu/plan.h"
 #include "core/plugin_abi.h"
 
@@ -187,6 +188,8 @@ const fusednorm_plugin kPlugin = {
     plugin_rmsnorm_quant,
     plugin_verify_encoders,
     nullptr,  // target: one build per architecture, nothing chosen at run time
+    uint32_t(sizeof(MlaCall)),
+    mla_rope_rmsnorm_quant,  // ops.h
 };
 
 }  // namespace
