@@ -14,6 +14,16 @@ namespace fusednorm {
 
 namespace {
 
+// Index tensors and the counter are read and written as whole integers (the GPU kernel loads them
+// and adds to the counter atomically): their data must be aligned to the element size.
+fusednorm_status check_aligned(const DLTensor* t, const char* name, int bytes) {
+  const uint64_t at = uint64_t(reinterpret_cast<uintptr_t>(t->data)) + uint64_t(t->byte_offset);
+  if (!is_empty(t) && at % uint64_t(bytes) != 0)
+    return FN_FAIL_INVALID("%s: data %p + byte_offset %" PRIu64 " is not aligned to its %d-byte elements", name, t->data,
+                           uint64_t(t->byte_offset), bytes);
+  return FUSEDNORM_SUCCESS;
+}
+
 // An int32 or int64 tensor (positions, row_offsets, cache_len, page_table) of rank `ndim`: the
 // checks of check_tensor, then the dtype.
 fusednorm_status index_tensor(const DLTensor* t, const char* name, int ndim, int* bits) {
@@ -28,7 +38,8 @@ fusednorm_status index_tensor(const DLTensor* t, const char* name, int ndim, int
   if (t->ndim != ndim)
     return FN_FAIL_INVALID("%s has shape %s: must have rank %d", name, shape_string(t).c_str(), ndim);
   *bits = t->dtype.bits;
-  return check_data(t, name);
+  FN_TRY(check_data(t, name));
+  return check_aligned(t, name, *bits / 8);
 }
 
 fusednorm_status index_view(const DLTensor* t, const char* name, int bits, IndexView* v) {
@@ -53,6 +64,7 @@ fusednorm_status scalar_tensor(const DLTensor* t, const char* name, DLDataType w
   if (numel(t) != 1)
     return FN_FAIL_INVALID("%s has shape %s: must hold exactly one element", name, shape_string(t).c_str());
   FN_TRY(check_data(t, name));
+  if (written) FN_TRY(check_aligned(t, name, want.bits / 8));
   RowView rv;
   FN_TRY(make_row_view(t, name, want.bits, &rv, written));
   *data = rv.data;

@@ -161,6 +161,13 @@ TEST_CASE("mla: dtypes, devices, options, overlap", "[bad_input][mla]") {
        {"cos_sin and kv_cache overlap"}},
       {"q in place over itself (stride 0)", all<Mla>({null(kQOut), strides(kQ, {0, 8, 1})}), kInvalid,
        {"q.strides[0] = 0"}},
+      {"misaligned int32 page_table", byte_offset(kPt, 2), kInvalid, {"page_table: data", "byte_offset 2", "4-byte"}},
+      {"misaligned int64 positions", all<Mla>({with_positions({5, 6, 0}), [](Mla& c) { c.index(kPos, {5, 6, 0}, {3}, 64); },
+                                               byte_offset(kPos, 4)}),
+       kInvalid, {"positions: data", "8-byte"}},
+      {"misaligned invalid_tokens", all<Mla>({remake(kInvTok, DType::kI8, {8}), dtype(kInvTok, DLDataType{kDLInt, 32, 1}),
+                                               shape(kInvTok, {1}), byte_offset(kInvTok, 1)}),
+       kInvalid, {"invalid_tokens: data", "4-byte"}},
       {"cache slots overlapping", strides(kCache, {16, 8, 1}), kInvalid, {"kv_cache", "overlap"}},
   };
   run_bad_cases(table);
@@ -170,6 +177,8 @@ TEST_CASE("mla: valid calls equal the reference (controls)", "[bad_input][mla]")
   const std::vector<Control<Mla>> table = {
       {"baseline", [](Mla&) {}},
       {"q in place", [](Mla& c) { c.set_null(kQOut); }},
+      {"invalid_tokens given (the CPU rejects bad index values: never written)",
+       [](Mla& c) { c.index(kInvTok, {0}, {1}); }},
       {"explicit positions, int64, neox, FP8 cache with k_scale",
        [](Mla& c) {
          c.set_null(kLen);

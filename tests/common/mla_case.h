@@ -40,6 +40,7 @@ struct MlaSpec {
   int dist = kMlaNormal;
   std::vector<int64_t> seq_lens = {1}, cache_lens = {0};
   int64_t spare_pages = 2;  // pages no token addresses (their bytes must stay untouched)
+  int64_t min_max_pos = 0;  // cos_sin has at least this many rows
   uint64_t seed = 1;
 
   int64_t tokens() const { return std::accumulate(seq_lens.begin(), seq_lens.end(), int64_t(0)); }
@@ -134,6 +135,7 @@ class MlaCase {
     int64_t max_pos = 1;
     for (int64_t p : pos) max_pos = std::max(max_pos, p + 1);
     max_pos += int64_t(rng() % 3);
+    max_pos = std::max(max_pos, s.min_max_pos);
 
     // Float tensors.
     q_alloc = std::make_unique<HostTensor>(s.in, std::vector<int64_t>{t_count, s.heads, s.q_nope + s.r});
