@@ -195,15 +195,9 @@ TEST_CASE("gpu mla: CUDA graph capture and replay with new positions", "[gpu][ml
   MlaCase host(s), pristine(s);
   MlaDevice gpu(host);
   CUDA_OK(gpu.error());
-  cudaStream_t stream;
-  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  cudaGraph_t graph;
-  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  const fusednorm_status st = gpu.enqueue(stream);
-  CUDA_OK(cudaStreamEndCapture(stream, &graph));
-  REQUIRE(st == FUSEDNORM_SUCCESS);
-  cudaGraphExec_t exec;
-  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  CapturedCall graph([&](cudaStream_t stream) { return gpu.enqueue(stream); });
+  CUDA_OK(graph.error);
+  REQUIRE(graph.status == FUSEDNORM_SUCCESS);
   for (int round = 0; round < 3; ++round) {
     // New positions: each token moves to another slot of its page (a bijection per page).
     MlaCase want(s);
@@ -218,16 +212,12 @@ TEST_CASE("gpu mla: CUDA graph capture and replay with new positions", "[gpu][ml
     host.cache_alloc->storage() = pristine.cache_alloc->storage();
     host.q_out->storage() = pristine.q_out->storage();
     for (DeviceMirror* m : {gpu.mpos, gpu.mcache, gpu.mq_out}) CUDA_OK(m->upload());
-    CUDA_OK(cudaGraphLaunch(exec, stream));
-    CUDA_OK(cudaStreamSynchronize(stream));
+    CUDA_OK(graph.replay());
     CUDA_OK(gpu.download());
     REQUIRE(want.run_library() == FUSEDNORM_SUCCESS);
     INFO("round " << round);
     REQUIRE(compare_mla(host, want) == "");
   }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaStreamDestroy(stream);
 }
 
 // Index values the GPU cannot have checked on the host: tokens with a bad page id or position are
