@@ -77,6 +77,14 @@ struct Options {
   int check_rows = 32;
   uint64_t seed = 20240611;
   bool json = false, quick = false, scalar_speedup = false, help = false;
+  // --ops mla (mla_rope_rmsnorm_quant, bench_mla.h): DeepSeek-V3 shapes.
+  std::vector<int64_t> mla_heads{16, 64, 128}, mla_pages{64, 128};
+  std::vector<DType> mla_cache{DType::kBF16, DType::k_f8e4m3fn};
+  // --tokens where given, else the MLA token counts (--quick: fewer).
+  std::vector<int64_t> mla_tokens() const {
+    if (set_tokens) return tokens;
+    return quick ? std::vector<int64_t>{1, 64, 4096} : std::vector<int64_t>{1, 8, 64, 4096, 16384};
+  }
   bool set_modes = false, set_in = false, set_out = false, set_hidden = false, set_tokens = false,
        set_time = false, set_copy = false;
 };
@@ -90,7 +98,12 @@ inline void usage(FILE* f) {
           "its bandwidth to the device's copy bandwidth measured in the same run. Table on stdout,\n"
           "progress and notes on stderr; exit status 1 if any byte mismatched or a call failed.\n"
           "\n"
-          "  --ops LIST        operations (rmsnorm_quant)                       [rmsnorm_quant]\n"
+          "  --ops LIST        operations: rmsnorm_quant, mla (mla_rope_rmsnorm_quant: L 512,\n"
+          "                    R 64, bf16 q and kv, q in place, tokens 1,8,64,4096,16384 unless\n"
+          "                    --tokens; --quick: 1,64,4096)                      [rmsnorm_quant]\n"
+          "  --mla-heads LIST  mla: q heads Hq                                      [16,64,128]\n"
+          "  --mla-pages LIST  mla: cache page sizes                                   [64,128]\n"
+          "  --mla-cache LIST  mla: cache dtypes (bf16, f16, f32, FP8)          [bf16,f8e4m3fn]\n"
           "  --modes LIST      static,row,group128,group64,group32,residual_row (any mode may take a\n"
           "                    residual_ prefix)                  [static,row,group128,residual_row]\n"
           "  --in LIST         input (and residual, weight) dtypes: bf16,f32,f16        [bf16,f32]\n"
@@ -186,8 +199,20 @@ inline bool parse_args(int argc, char** argv, Options* o, std::string* err) {
     else if (value("--ops")) {
       o->ops = split_list(v);
       for (const auto& op : o->ops)
-        if (op != "rmsnorm_quant") { *err = "unknown op '" + op + "' (available: rmsnorm_quant)"; return false; }
+        if (op != "rmsnorm_quant" && op != "mla") {
+          *err = "unknown op '" + op + "' (available: rmsnorm_quant, mla)";
+          return false;
+        }
       if (o->ops.empty()) { *err = "empty --ops"; return false; }
+    } else if (value("--mla-heads")) {
+      if (!parse_list<int64_t>(v, &o->mla_heads, parse_pos_int, err, "head count")) return false;
+    } else if (value("--mla-pages")) {
+      if (!parse_list<int64_t>(v, &o->mla_pages, parse_pos_int, err, "page size")) return false;
+    } else if (value("--mla-cache")) {
+      if (!parse_list<DType>(v, &o->mla_cache, [](const std::string& s, DType* t) {
+            return parse_dtype(s, true, t) ? *t != DType::kI8 : parse_dtype(s, false, t);
+          }, err, "cache dtype"))
+        return false;
     } else if (value("--modes")) {
       if (!parse_list<ModeSpec>(v, &o->modes, parse_mode, err, "mode")) return false;
       o->set_modes = true;
