@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include "api/bad_input_calls.h"
+#include "fusednorm/fusednorm.hpp"
 
 namespace fusednorm {
 namespace test {
@@ -204,6 +205,24 @@ TEST_CASE("mla: a call without tokens succeeds and writes nothing", "[bad_input]
   REQUIRE(status_name(c.call()) == "SUCCESS");
   REQUIRE(status_name(c.call_reference()) == "SUCCESS");
   CHECK(c.changes() == "");
+}
+
+TEST_CASE("mla: the C++ API throws the status and message", "[bad_input][mla]") {
+  Mla c;
+  c.index(kPt, {-7, 5, 2, -7}, {2, 2});
+  try {
+    fusednorm::mla_rope_rmsnorm_quant(*c.ptr(kQ), c.ptr(kQOut), *c.ptr(kKv), *c.ptr(kWt), *c.ptr(kCs), nullptr,
+                                      *c.ptr(kOff), c.ptr(kLen), *c.ptr(kPt), *c.ptr(kCache));
+    FAIL("no exception");
+  } catch (const fusednorm::Error& e) {
+    CHECK(e.status() == FUSEDNORM_INVALID_ARGUMENT);
+    CHECK_THAT(e.what(), Catch::Contains("page_table[0, 1] = 5"));
+  }
+  Mla ok;
+  fusednorm::MlaRopeRmsnormQuantOptions o;
+  o.rope_style = FUSEDNORM_ROPE_NEOX;
+  fusednorm::mla_rope_rmsnorm_quant(*ok.ptr(kQ), nullptr, *ok.ptr(kKv), *ok.ptr(kWt), *ok.ptr(kCs), nullptr,
+                                    *ok.ptr(kOff), ok.ptr(kLen), *ok.ptr(kPt), *ok.ptr(kCache), nullptr, nullptr, o);
 }
 
 }  // namespace test

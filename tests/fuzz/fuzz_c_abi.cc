@@ -112,6 +112,8 @@ void rq_options(Ctx& c) {
 bool rq_packed(const Ctx& c) { return !c.opts_null && c.ro.scale_placement == FUSEDNORM_SCALES_PACKED_ROW_END; }
 int32_t rq_mode(const Ctx& c) { return c.opts_null ? FUSEDNORM_SCALE_DYNAMIC_ROW : c.ro.scale_mode; }
 
+#include "fuzz_mla.h"
+
 const OpDesc kOps[] = {
     {"cast",
      {{"src", kAllTypes}, {"dst", kAllTypes}},
@@ -155,6 +157,7 @@ const OpDesc kOps[] = {
      [](Ctx& c) {
        return reference::rmsnorm_quant(tp(c, 0), tp(c, 1), tp(c, 2), tp(c, 3), tp(c, 4), c.opts_null ? nullptr : &c.ro);
      }},
+    mla_op_desc(),  // tests/fuzz/fuzz_mla.h
 };
 constexpr int kNumOps = int(sizeof kOps / sizeof kOps[0]);
 
