@@ -5,11 +5,9 @@
 // validation must catch (a page id past the cache, a negative one, decreasing row_offsets, a
 // position past the table, a negative cache_len, two tokens on one slot), on the device of q.
 // They are inputs only: one copy serves the library and the reference; it is checked unchanged.
+// (No includes: it is included inside a namespace; fuzz_c_abi.cc and fuzz_call.h include what it
+// uses.)
 #pragma once
-
-#include <algorithm>
-#include <memory>
-#include <vector>
 
 namespace mla_fuzz {
 
