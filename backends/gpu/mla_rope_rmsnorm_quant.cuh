@@ -2,11 +2,13 @@
 // mla_rope_rmsnorm_quant on the GPU: the kernel (one instantiation per input dtype) and its
 // launcher (declared in ops.h, in the table of plugin.cuh).
 //
-// Grid: x = the token, y = 0 for its latent kv row, y >= 1 for its q heads (kMlaThreads units of
-// 8 q elements a block). From the call's shapes only, never from the token count: a token's bytes
-// do not depend on the other tokens (batch invariance). Every block locates its token with
+// Grid: one dimension, `per_token` = 1 + ceil(Hq * R / 8 / kMlaThreads) consecutive blocks a
+// token: its latent kv row, then its q heads (kMlaThreads units of 8 q elements a block), so that
+// every wave mixes the short, latency-bound kv blocks with the q blocks' streaming. From the
+// call's shapes only, never from the token count: a token's bytes do not depend on the other
+// tokens (batch invariance). Every block locates its token with
 // mla_locate (core/call_mla.h), which checks every index value it reads; a token it rejects is
-// skipped whole (no q, no cache write), and counted once (block y = 0) in invalid_tokens when the
+// skipped whole (no q, no cache write), and counted once (by its kv block) in invalid_tokens when the
 // caller gave it: the kernel never writes outside q/q_out and the cache whatever the indices
 // hold (fusednorm.h, "Index values").
 // The latent row's sum of squares is the canonical one (docs/numerics.md §2): thread i owns
@@ -37,6 +39,7 @@ constexpr int kMlaMaxPv = 16;  // P <= 4096 = 16 * kMlaThreads
 struct MlaAccess {
   int32_t q, q_out, cs;  // vectors of one unit (8 elements, or two runs of 4 with neox)
   int32_t kv, w, cache;  // elements
+  uint32_t per_token;    // blocks a token (grid layout above)
 };
 
 // Element i of a row of dtype t as f32.
@@ -185,19 +188,20 @@ __device__ __forceinline__ void mla_kv_row(const MlaCall& c, const MlaAccess& a,
 template <DType kIn>
 __global__ void __launch_bounds__(kMlaThreads)
     mla_rope_rmsnorm_quant_kernel(FN_GRID_CONSTANT const MlaCall c, const MlaAccess a) {
-  const int64_t t = int64_t(blockIdx.x);
+  const uint32_t token = blockIdx.x / a.per_token, part = blockIdx.x - token * a.per_token;
+  const int64_t t = int64_t(token);
   MlaSlot s;
   if (mla_locate(c, t, &s) != MlaLocate::kOk) {
-    if (blockIdx.y == 0 && threadIdx.x == 0 && c.invalid_tokens != nullptr) atomicAdd(c.invalid_tokens, 1);
+    if (part == 0 && threadIdx.x == 0 && c.invalid_tokens != nullptr) atomicAdd(c.invalid_tokens, 1);
     return;  // a uniform exit: every thread of the block skips the token
   }
   const char* cs = c.cos_sin + s.pos * c.cs_stride;
-  if (blockIdx.y == 0) {
+  if (part == 0) {
     mla_kv_row<kIn>(c, a, s, cs, t);
     return;
   }
   const int32_t units = int32_t(c.rope / 8);
-  const int32_t unit = int32_t(blockIdx.y - 1) * kMlaThreads + int32_t(threadIdx.x);
+  const int32_t unit = int32_t(part - 1) * kMlaThreads + int32_t(threadIdx.x);
   if (unit >= int32_t(c.heads) * units) return;
   const int32_t h = unit / units, u = unit - h * units;
   const char* x = c.q + t * c.q_stride_t + h * c.q_stride_h;
@@ -228,11 +232,12 @@ fusednorm_status mla_rope_rmsnorm_quant(const MlaCall* call, int32_t device, voi
   const MlaCall& c = *call;
   const int64_t units = c.heads * (c.rope / 8);
   const int64_t q_blocks = (units + kMlaThreads - 1) / kMlaThreads;
-  if (c.tokens > INT32_MAX || q_blocks + 1 > 65535 || c.rank + c.rope > (int64_t(1) << 30))
+  const int64_t per_token = 1 + q_blocks;
+  if (c.tokens > INT32_MAX / per_token || c.rank + c.rope > (int64_t(1) << 30))
     return say(FUSEDNORM_UNSUPPORTED, msg, n,
                "T = %lld, Hq = %lld, L = %lld, R = %lld: the " FN_GPU_VENDOR
-               " kernel supports T < 2^31, Hq * R / 8 <= %d and L + R <= 2^30",
-               (long long)c.tokens, (long long)c.heads, (long long)c.rank, (long long)c.rope, 65534 * kMlaThreads);
+               " kernel supports T * (1 + ceil(Hq * R / %d)) < 2^31 blocks and L + R <= 2^30",
+               (long long)c.tokens, (long long)c.heads, (long long)c.rank, (long long)c.rope, 8 * kMlaThreads);
   if (c.tokens == 0) return FUSEDNORM_SUCCESS;
   DeviceGuard guard(device);
   if (guard.error != gpuSuccess) return vendor_error(guard.error, "selecting the device", msg, n);
@@ -247,7 +252,8 @@ fusednorm_status mla_rope_rmsnorm_quant(const MlaCall* call, int32_t device, voi
   const int cache_bytes = dtype_bits(c.cache_type) / 8;
   a.cache = std::min(mla_access(c.cache, c.num_pages, c.cache_page_stride, cache_bytes, cache_bytes),
                      mla_access(c.cache, c.page_size, c.cache_slot_stride, cache_bytes, cache_bytes));
-  const dim3 grid(unsigned(c.tokens), unsigned(1 + q_blocks));
+  a.per_token = uint32_t(per_token);
+  const dim3 grid(unsigned(c.tokens * per_token));
   const gpuStream_t s = static_cast<gpuStream_t>(stream);
   switch (c.in_type) {
     case DType::kF32: mla_rope_rmsnorm_quant_kernel<DType::kF32><<<grid, kMlaThreads, 0, s>>>(c, a); break;
