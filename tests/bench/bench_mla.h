@@ -197,8 +197,11 @@ inline void mla_case(Run& run, int64_t tokens, int64_t heads, int64_t page, DTyp
   m.q_stride = round64(m.q_bytes());
   m.kv_stride = round64(m.kv_bytes());
   m.cache_stride = round64(m.cache_bytes());
+  // Sets: enough that the bytes a call touches (not the cache's untouched slots), summed over the
+  // sets, exceed rotate_bytes.
   const size_t per_set = m.q_stride + m.kv_stride + m.cache_stride;
-  m.sets = std::min<size_t>(65536, std::max<size_t>(1, (run.rotate_bytes + per_set - 1) / per_set));
+  const size_t touched = m.q_stride + m.kv_stride + size_t(m.t * (kMlaL + kMlaR) * (dtype_bits(cache) / 8));
+  m.sets = std::min<size_t>(65536, std::max<size_t>(1, (run.rotate_bytes + touched - 1) / touched));
   m.sets = std::min(m.sets, std::max<size_t>(1, size_t(run.o.budget_gib * kGiB / double(per_set))));
   m.q_shape[0] = m.t, m.q_shape[1] = m.heads, m.q_shape[2] = kMlaR;
   m.kv_shape[0] = m.t, m.kv_shape[1] = kMlaL + kMlaR;
