@@ -34,7 +34,7 @@ if want build || want test || want sanitize || want bench || want compare || wan
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DFUSEDNORM_CUDA=ON \
     -DFUSEDNORM_CUDA_ARCHITECTURES="${FUSEDNORM_CUDA_ARCHITECTURES:-90a-real}" >"$out/configure.log" 2>&1 &&
     ninja -C build-gpu fusednorm fusednorm_cuda fusednorm-bench test_gpu_rmsnorm_quant test_gpu_concurrency \
-      test_rmsnorm_quant_cpu >"$out/build.log" 2>&1
+      test_rmsnorm_quant_cpu test_gpu_mla >"$out/build.log" 2>&1
   rc=$?
   note "build: rc=$rc in $(( $(date +%s) - t0 )) s"
   [ $rc -eq 0 ] || { tail -30 "$out/build.log"; exit 1; }
@@ -52,6 +52,11 @@ if want test; then
   ./build-gpu/tests/test_gpu_concurrency >"$out/gpu_concurrency.log" 2>&1
   rc=$?; [ $rc -eq 0 ] || status=1
   note "gpu concurrency: rc=$rc in $(( $(date +%s) - t0 )) s: $(tail -2 "$out/gpu_concurrency.log" | tr '\n' ' ')"
+  # mla_rope_rmsnorm_quant (tests/gpu/mla_rope_rmsnorm_quant_gpu_test.cc).
+  t0=$(date +%s)
+  ./build-gpu/tests/test_gpu_mla >"$out/gpu_mla.log" 2>&1
+  rc=$?; [ $rc -eq 0 ] || status=1
+  note "gpu mla tests: rc=$rc in $(( $(date +%s) - t0 )) s: $(tail -2 "$out/gpu_mla.log" | tr '\n' ' ')"
 fi
 
 if want sanitize; then
@@ -61,6 +66,13 @@ if want sanitize; then
       ./build-gpu/tests/test_gpu_rmsnorm_quant "~[large]" "~[graph]" >"$out/sanitizer_$tool.log" 2>&1
     rc=$?; [ $rc -eq 0 ] || status=1
     note "compute-sanitizer $tool: rc=$rc in $(( $(date +%s) - t0 )) s: $(grep -E 'ERROR SUMMARY|All tests passed|test cases' "$out/sanitizer_$tool.log" | tr '\n' ' ')"
+  done
+  for tool in memcheck racecheck; do  # mla_rope_rmsnorm_quant
+    t0=$(date +%s)
+    compute-sanitizer --tool $tool --error-exitcode 3 ./build-gpu/tests/test_gpu_mla "~[graph]" \
+      >"$out/sanitizer_${tool}_mla.log" 2>&1
+    rc=$?; [ $rc -eq 0 ] || status=1
+    note "compute-sanitizer $tool (mla): rc=$rc in $(( $(date +%s) - t0 )) s: $(grep -E 'ERROR SUMMARY|All tests passed|test cases' "$out/sanitizer_${tool}_mla.log" | tr '\n' ' ')"
   done
   # The many-threads x many-streams test under memcheck.
   t0=$(date +%s)
@@ -75,6 +87,11 @@ if want bench; then
   ./build-gpu/fusednorm-bench --device cuda:0 ${FUSEDNORM_BENCH_ARGS:-} >"$out/bench_gpu.txt" 2>"$out/bench_gpu.err"
   rc=$?; [ $rc -eq 0 ] || status=1
   note "bench: rc=$rc in $(( $(date +%s) - t0 )) s"
+  t0=$(date +%s)
+  ./build-gpu/fusednorm-bench --device cuda:0 --ops mla ${FUSEDNORM_BENCH_MLA_ARGS:-} >"$out/bench_gpu_mla.txt" \
+    2>"$out/bench_gpu_mla.err"
+  rc=$?; [ $rc -eq 0 ] || status=1
+  note "bench mla: rc=$rc in $(( $(date +%s) - t0 )) s"
 fi
 if want compare; then
   t0=$(date +%s)
