@@ -11,7 +11,7 @@ set(FUSEDNORM_GPU_INPUT_DTYPES F32 F16 BF16)  # DType::k<X> of core/dtype.h: eve
 # The operations with a unit of their own: backends/gpu/<op>.cuh holds the operation's kernels and
 # its launcher (declared in backends/gpu/ops.h, put in the table by plugin.cuh); one generated
 # unit each. (rmsnorm_quant's kernels are split by input dtype above.)
-set(FUSEDNORM_GPU_OPS rmsnorm_fp4 qk_rmsnorm)
+set(FUSEDNORM_GPU_OPS rmsnorm_fp4 qk_rmsnorm mla_rope_rmsnorm_quant)
 
 function(fusednorm_gpu_plugin name)
   cmake_parse_arguments(A "" "LANGUAGE" "ARCHITECTURES;COMPILE_OPTIONS" ${ARGN})

@@ -175,6 +175,22 @@ fusednorm_status fusednorm_dequantize_fp4(const DLTensor* codes, const DLTensor*
   });
 }
 
+fusednorm_status fusednorm_mla_rope_rmsnorm_quant(
+    DLTensor* q, DLTensor* q_out, const DLTensor* kv, const DLTensor* weight, const DLTensor* cos_sin,
+    const DLTensor* positions, const DLTensor* row_offsets, const DLTensor* cache_len, const DLTensor* page_table,
+    DLTensor* kv_cache, const DLTensor* k_scale, DLTensor* invalid_tokens,
+    const fusednorm_mla_rope_rmsnorm_quant_options* options, void* stream) {
+  return guarded([&] {
+    MlaCall call;
+    CallDevice dev;
+    const fusednorm_status st =
+        validate_mla_rope_rmsnorm_quant(q, q_out, kv, weight, cos_sin, positions, row_offsets, cache_len, page_table,
+                                        kv_cache, k_scale, invalid_tokens, options, &call, &dev);
+    if (st != FUSEDNORM_SUCCESS) return st;
+    return run(dev, call, stream, &fusednorm_plugin::mla_rope_rmsnorm_quant);
+  });
+}
+
 }  // extern "C"
 
 // ---------------------------------------------------------------- qk_rmsnorm

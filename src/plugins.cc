@@ -38,7 +38,8 @@ bool adopt(const fusednorm_plugin* t, int32_t device_type, const std::string& wh
     return false;
   }
   if (t->abi_version != FUSEDNORM_PLUGIN_ABI_VERSION || t->struct_size != sizeof(fusednorm_plugin) ||
-      t->cast_call_size != sizeof(CastCall) || t->rmsnorm_call_size != sizeof(RmsnormQuantCall)) {
+      t->cast_call_size != sizeof(CastCall) || t->rmsnorm_call_size != sizeof(RmsnormQuantCall) ||
+      t->mla_call_size != sizeof(MlaCall)) {
     // The sizes too: a plugin of the same version built against other call structs is refused.
     auto sizes = [](uint32_t table, uint32_t cast, uint32_t rmsnorm) {
       return " (table " + std::to_string(table) + " bytes, calls " + std::to_string(cast) + "/" +

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "core/call.h"
+#include "core/call_mla.h"
 
 namespace fusednorm {
 
@@ -11,5 +12,6 @@ void cpu_rmsnorm_quant(const RmsnormQuantCall& call);
 void cpu_rmsnorm_fp4(const RmsnormFp4Call& call);
 void cpu_dequantize_fp4(const DequantizeFp4Call& call);
 void cpu_qk_rmsnorm(const QkRmsnormCall& call);  // stats, apply and fused (call.kind)
+void cpu_mla_rope_rmsnorm_quant(const MlaCall& call);  // mla_rope_rmsnorm_quant.cc
 
 }  // namespace fusednorm

@@ -32,6 +32,10 @@ fusednorm_status cpu_rmsnorm_quant_entry(const RmsnormQuantCall* call, int32_t, 
   cpu_rmsnorm_quant(*call);
   return FUSEDNORM_SUCCESS;
 }
+fusednorm_status cpu_mla_entry(const MlaCall* call, int32_t, void*, char*, size_t) {
+  cpu_mla_rope_rmsnorm_quant(*call);
+  return FUSEDNORM_SUCCESS;
+}
 
 fusednorm_status cpu_rmsnorm_fp4_entry(const RmsnormFp4Call* call, int32_t, void*, char*, size_t) {
   cpu_rmsnorm_fp4(*call);
@@ -64,6 +68,8 @@ const fusednorm_plugin kCpuBackend = {
     cpu_dequantize_fp4_entry,
     uint32_t(sizeof(QkRmsnormCall)),
     cpu_qk_rmsnorm_entry,
+    uint32_t(sizeof(MlaCall)),
+    cpu_mla_entry,
 };
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "core/call.h"
+#include "core/call_mla.h"
 #include "fusednorm/fusednorm.h"
 
 namespace fusednorm {
@@ -19,6 +20,8 @@ fusednorm_status plugin_dequantize_fp4(const DequantizeFp4Call* call, int32_t de
                                        size_t n);
 // qk_rmsnorm (backends/gpu/qk_rmsnorm.cuh): stats, apply and the fused form (call->kind).
 fusednorm_status plugin_qk_rmsnorm(const QkRmsnormCall* call, int32_t device, void* stream, char* msg, size_t n);
+// backends/gpu/mla_rope_rmsnorm_quant.cuh
+fusednorm_status mla_rope_rmsnorm_quant(const MlaCall* call, int32_t device, void* stream, char* msg, size_t n);
 
 }  // namespace gpu
 }  // namespace fusednorm

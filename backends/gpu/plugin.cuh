@@ -193,6 +193,8 @@ const fusednorm_plugin kPlugin = {
     plugin_dequantize_fp4,
     uint32_t(sizeof(QkRmsnormCall)),
     plugin_qk_rmsnorm,
+    uint32_t(sizeof(MlaCall)),
+    mla_rope_rmsnorm_quant,  // ops.h
 };
 
 }  // namespace

@@ -357,6 +357,72 @@ FUSEDNORM_API fusednorm_status fusednorm_qk_rmsnorm(const DLTensor* q, const DLT
                                                     const DLTensor* k_weight, DLTensor* q_out, DLTensor* k_out,
                                                     const fusednorm_qk_rmsnorm_options* options, void* stream);
 /* ---------------------------------------------------------------- end of qk_rmsnorm */
+/* ---------------------------------------------------------------- mla_rope_rmsnorm_quant */
+
+typedef enum fusednorm_rope_style {
+  FUSEDNORM_ROPE_INTERLEAVED = 0, /* pairs (x[2j], x[2j+1]), j < R/2 (DeepSeek's default) */
+  FUSEDNORM_ROPE_NEOX = 1         /* half-split pairs (x[j], x[j + R/2]) */
+} fusednorm_rope_style;
+
+typedef struct fusednorm_mla_rope_rmsnorm_quant_options {
+  size_t struct_size;
+  int32_t rope_style;  /* fusednorm_rope_style; default INTERLEAVED */
+  int32_t reserved0;
+  float eps;           /* >= 0; default 1e-6 */
+  float weight_offset; /* added to each weight of the latent norm; default 0 */
+} fusednorm_mla_rope_rmsnorm_quant_options;
+
+/* Sets the defaults (also what options = NULL means): struct_size, rope_style = INTERLEAVED,
+ * eps = 1e-6, weight_offset = 0. */
+FUSEDNORM_API void fusednorm_mla_rope_rmsnorm_quant_options_init(fusednorm_mla_rope_rmsnorm_quant_options* options);
+
+/* The DeepSeek-style MLA KV-cache write, in one pass (docs/numerics.md §5): for each token t of a
+ * ragged batch of B sequences (sequence b owns tokens row_offsets[b] <= t < row_offsets[b+1]) at
+ * position pos(t), the q rope part is rotated, and the latent KV row is RMS-normalized (its first L
+ * elements) and rotated (its last R), encoded to the cache dtype and written into a paged cache at
+ * page page_table[b, pos / page_size], slot pos % page_size.
+ *   q           [T, Hq, R] f32, f16 or bf16; any strides but the last (a view into the q
+ *               projection); in, and out when q_out is NULL (rotated in place)
+ *   q_out       [T, Hq, R] same dtype as q, or NULL (in place); out
+ *   kv          [T, L + R] same dtype as q (the latent c_kv then k_pe); any leading stride; in
+ *   weight      [L] f32, f16 or bf16 (gamma of the latent norm); in
+ *   cos_sin     [max_pos, R] f32 or bf16; row p holds cos, sin interleaved: cos_sin[p, 2j] = cos
+ *               and cos_sin[p, 2j+1] = sin of pair j (for either rope_style); in
+ *   positions   [T] int32 or int64, or NULL; pos(t) = positions[t]; in
+ *   row_offsets [B + 1] int32 or int64: row_offsets[0] = 0, non-decreasing, row_offsets[B] = T; in
+ *   cache_len   [B] int32 or int64, or NULL: with positions NULL, pos(t) = cache_len[b] + t -
+ *               row_offsets[b] (the tokens already cached); exactly one of positions and cache_len
+ *               is given; in
+ *   page_table  [B, max_pages] int32 or int64 (any leading stride): page ids; in
+ *   kv_cache    [num_pages, page_size, L + R] bf16, f16, f32 or an FP8 format (f8e4m3fn,
+ *               f8e4m3fnuz, f8e4m3, f8e5m2, f8e5m2fnuz); any strides but the last (one layer of a
+ *               larger allocation); out: only the T slots the call addresses are written
+ *   k_scale     [1] f32 (the cache's dequantization scale), or NULL (1): the cache holds
+ *               enc(v / k_scale), one rounding from f32 (FP8 saturates at the format's largest
+ *               finite); in
+ *   invalid_tokens [1] int32, or NULL: see "index values" below; out (GPU only)
+ * L (the kv_lora_rank) and R (the rope head dim) are multiples of 8 and at least 8; page_size >= 1.
+ * Tokens, heads and sequences may be zero (a call that writes nothing).
+ * Aliasing: no two tensors overlap (q with q_out NULL is the one tensor read and written in place);
+ * the call writes whole rows of L + R codes into the cache and nothing else of it.
+ * Index values (positions, row_offsets, cache_len, page_table) and their checks:
+ * - CPU tensors: validation reads them and rejects (INVALID_ARGUMENT, naming the tensor, index and
+ *   value; nothing written) row_offsets[0] != 0, a decrease, row_offsets[B] != T, a negative
+ *   cache_len, a position outside [0, max_pos) of the cos/sin table, a page index pos / page_size
+ *   >= max_pages, a page id outside [0, num_pages), and two tokens addressing one cache slot.
+ * - GPU tensors: the host cannot read device memory without a synchronization (the call is
+ *   asynchronous and graph-capturable), so the values are checked on the device, per token: a
+ *   token whose sequence (row_offsets[b] <= t < row_offsets[b+1]), position or page is invalid in
+ *   the sense above is skipped whole (neither its q nor its cache slot is written: the kernel never
+ *   writes outside q_out/q and the cache whatever the indices hold) and, when invalid_tokens is
+ *   given, counted there (atomic add; the caller zeroes it). Two valid tokens addressing one slot
+ *   are not detected on the device (the slot gets one of the rows, or a mix).
+ * Returns INVALID_ARGUMENT or UNSUPPORTED (with the argument named) and writes nothing. */
+FUSEDNORM_API fusednorm_status fusednorm_mla_rope_rmsnorm_quant(
+    DLTensor* q, DLTensor* q_out, const DLTensor* kv, const DLTensor* weight, const DLTensor* cos_sin,
+    const DLTensor* positions, const DLTensor* row_offsets, const DLTensor* cache_len,
+    const DLTensor* page_table, DLTensor* kv_cache, const DLTensor* k_scale, DLTensor* invalid_tokens,
+    const fusednorm_mla_rope_rmsnorm_quant_options* options, void* stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

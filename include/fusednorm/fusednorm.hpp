@@ -83,6 +83,23 @@ inline void qk_rmsnorm(const DLTensor& q, const DLTensor& k, const DLTensor& q_w
   check(fusednorm_qk_rmsnorm(&q, &k, &q_weight, &k_weight, &q_out, &k_out, &options, stream));
 }
 
+// ---------------------------------------------------------------- mla_rope_rmsnorm_quant
+struct MlaRopeRmsnormQuantOptions : fusednorm_mla_rope_rmsnorm_quant_options {
+  MlaRopeRmsnormQuantOptions() { fusednorm_mla_rope_rmsnorm_quant_options_init(this); }
+};
+
+// See fusednorm_mla_rope_rmsnorm_quant in fusednorm.h. q_out nullptr: q is rotated in place;
+// exactly one of positions and cache_len; k_scale and invalid_tokens may be nullptr.
+inline void mla_rope_rmsnorm_quant(DLTensor& q, DLTensor* q_out, const DLTensor& kv, const DLTensor& weight,
+                                   const DLTensor& cos_sin, const DLTensor* positions, const DLTensor& row_offsets,
+                                   const DLTensor* cache_len, const DLTensor& page_table, DLTensor& kv_cache,
+                                   const DLTensor* k_scale = nullptr, DLTensor* invalid_tokens = nullptr,
+                                   const MlaRopeRmsnormQuantOptions& options = MlaRopeRmsnormQuantOptions(),
+                                   void* stream = nullptr) {
+  check(fusednorm_mla_rope_rmsnorm_quant(&q, q_out, &kv, &weight, &cos_sin, positions, &row_offsets, cache_len,
+                                         &page_table, &kv_cache, k_scale, invalid_tokens, &options, stream));
+}
+
 }  // namespace fusednorm
 
 #endif  // FUSEDNORM_FUSEDNORM_HPP_

@@ -62,3 +62,13 @@ void fusednorm_qk_rmsnorm_options_init(fusednorm_qk_rmsnorm_options* options) {
 }
 
 }  // extern "C"
+
+// ---------------------------------------------------------------- mla_rope_rmsnorm_quant
+extern "C" void fusednorm_mla_rope_rmsnorm_quant_options_init(fusednorm_mla_rope_rmsnorm_quant_options* options) {
+  if (options == nullptr) return;
+  memset(options, 0, sizeof *options);
+  options->struct_size = sizeof *options;
+  options->rope_style = FUSEDNORM_ROPE_INTERLEAVED;
+  options->eps = 1e-6f;
+  options->weight_offset = 0.0f;
+}

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "core/call.h"
+#include "core/call_mla.h"
 #include "fusednorm/fusednorm.h"
 
 // Bump on any change to this table or to the structs of core/call.h.
@@ -55,6 +56,10 @@ typedef struct fusednorm_plugin {
   uint32_t qk_call_size;
   fusednorm_status (*qk_rmsnorm)(const fusednorm::QkRmsnormCall* call, int32_t device_id, void* stream, char* msg,
                                  size_t msg_size);
+  // ---- mla_rope_rmsnorm_quant (ABI 3)
+  uint32_t mla_call_size;  // sizeof(fusednorm::MlaCall)
+  fusednorm_status (*mla_rope_rmsnorm_quant)(const fusednorm::MlaCall* call, int32_t device_id, void* stream,
+                                             char* msg, size_t msg_size);
 } fusednorm_plugin;
 
 typedef const fusednorm_plugin* (*fusednorm_plugin_entry_fn)(void);

@@ -44,3 +44,18 @@ fusednorm_status validate_qk_rmsnorm(QkKind kind, const DLTensor* q, const DLTen
                                      QkRmsnormCall* call, CallDevice* device);
 
 }  // namespace fusednorm
+
+// ---------------------------------------------------------------- mla_rope_rmsnorm_quant
+#include "core/call_mla.h"
+
+namespace fusednorm {
+
+// Validates the call (src/core/validate_mla.cc); on CPU tensors also every index value
+// (fusednorm.h, "Index values").
+fusednorm_status validate_mla_rope_rmsnorm_quant(
+    const DLTensor* q, const DLTensor* q_out, const DLTensor* kv, const DLTensor* weight,
+    const DLTensor* cos_sin, const DLTensor* positions, const DLTensor* row_offsets, const DLTensor* cache_len,
+    const DLTensor* page_table, const DLTensor* kv_cache, const DLTensor* k_scale, const DLTensor* invalid_tokens,
+    const fusednorm_mla_rope_rmsnorm_quant_options* options, MlaCall* call, CallDevice* device);
+
+}  // namespace fusednorm

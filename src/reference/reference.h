@@ -48,3 +48,21 @@ fusednorm_status qk_rmsnorm(const DLTensor* q, const DLTensor* k, const DLTensor
 
 }  // namespace reference
 }  // namespace fusednorm
+
+// ---------------------------------------------------------------- mla_rope_rmsnorm_quant
+#include "core/call_mla.h"
+
+namespace fusednorm {
+namespace reference {
+
+// Tokens [t0, t1) of a validated call (src/reference/reference_mla.cc).
+void mla_rope_rmsnorm_quant_tokens(const MlaCall& call, int64_t t0, int64_t t1);
+fusednorm_status mla_rope_rmsnorm_quant(DLTensor* q, DLTensor* q_out, const DLTensor* kv, const DLTensor* weight,
+                                        const DLTensor* cos_sin, const DLTensor* positions,
+                                        const DLTensor* row_offsets, const DLTensor* cache_len,
+                                        const DLTensor* page_table, DLTensor* kv_cache, const DLTensor* k_scale,
+                                        DLTensor* invalid_tokens,
+                                        const fusednorm_mla_rope_rmsnorm_quant_options* options);
+
+}  // namespace reference
+}  // namespace fusednorm

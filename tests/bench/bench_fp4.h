@@ -91,7 +91,6 @@ inline void run_fp4_group(Run& run, int64_t rows, int64_t cols, DType in) {
   dev.synchronize();
   fprintf(stderr, "[%4d/%d %6.0fs] rmsnorm_fp4 %" PRId64 " x %" PRId64 " %s: %zu buffer set%s\n", run.cases_done + 1,
           run.cases_total, now_s() - run.t_start, rows, cols, dtype_name(in), sets, sets == 1 ? "" : "s");
-  run.sets_now = sets;
 
   for (const Mode& m : modes) {
     Run::Result res;
@@ -161,7 +160,7 @@ inline void run_fp4_group(Run& run, int64_t rows, int64_t cols, DType in) {
         const fusednorm_status cs = fusednorm_rmsnorm_fp4(&x.dl, nullptr, &w.dl, &q.dl, &sc.dl, pgs, &opt, stream);
         if (cs != FUSEDNORM_SUCCESS && bad == FUSEDNORM_SUCCESS) bad = cs;
       };
-      run.time_op(call, double(elems) * double(ib), &res);
+      run.time_case(call, double(elems) * double(ib), sets, &res);
       if (bad != FUSEDNORM_SUCCESS)
         throw std::runtime_error(std::string(fusednorm_status_string(bad)) + " in the timed calls: " +
                                  fusednorm_last_error());
@@ -172,9 +171,9 @@ inline void run_fp4_group(Run& run, int64_t rows, int64_t cols, DType in) {
       res.error = e.what();
     }
     run.tally(res);
-    run.print_row(Run::Label{"rmsnorm_fp4", m.name, in, "f4e2m1", rows, cols, m.format == FUSEDNORM_FP4_NVFP4 ? 16 : 32,
-                             false, sets},
-                  res);
+    run.print_row("rmsnorm_fp4", m.name, in, DType::k_f4e2m1, rows, cols, sets, res, [&](JsonLine& j) {
+      j.integer("group_size", m.format == FUSEDNORM_FP4_NVFP4 ? 16 : 32).boolean("residual", false);
+    });
   }
 }
 

@@ -84,6 +84,14 @@ struct Options {
   int check_rows = 32;
   uint64_t seed = 20240611;
   bool json = false, quick = false, scalar_speedup = false, help = false;
+  // --ops mla (mla_rope_rmsnorm_quant, bench_mla.h): DeepSeek-V3 shapes.
+  std::vector<int64_t> mla_heads{16, 64, 128}, mla_pages{64, 128};
+  std::vector<DType> mla_cache{DType::kBF16, DType::k_f8e4m3fn};
+  // --tokens where given, else the MLA token counts (--quick: fewer).
+  std::vector<int64_t> mla_tokens() const {
+    if (set_tokens) return tokens;
+    return quick ? std::vector<int64_t>{1, 64, 4096} : std::vector<int64_t>{1, 8, 64, 4096, 16384};
+  }
   bool set_modes = false, set_in = false, set_out = false, set_hidden = false, set_tokens = false,
        set_time = false, set_copy = false;
 };
@@ -98,12 +106,17 @@ inline void usage(FILE* f) {
           "progress and notes on stderr; exit status 1 if any byte mismatched or a call failed.\n"
           "\n"
           "  --ops LIST        operations: rmsnorm_quant (--modes x --out), rmsnorm_fp4 (NVFP4 and\n"
-          "                    MXFP4, row-major and swizzled scales), qk_rmsnorm (--qk-shapes)\n"
+          "                    MXFP4, row-major and swizzled scales), qk_rmsnorm (--qk-shapes),\n"
+          "                    mla (mla_rope_rmsnorm_quant: L 512, R 64, bf16 q and kv, q in place,\n"
+          "                    tokens 1,8,64,4096,16384 unless --tokens; --quick: 1,64,4096)\n"
           "                                                [rmsnorm_quant,rmsnorm_fp4,qk_rmsnorm]\n"
           "  --qk-shapes LIST  qk_rmsnorm shapes ROWSxNQxNK: stats, apply, fused, stats+apply and\n"
           "                    fused_head128 at each, for every --in dtype\n"
           "                    [16x4096x512,16384x4096x512 and Modular's: 16x1536x256,512x1536x256,\n"
           "                    2048x4096x512,16x1536x257,4x8192x8192,16x512x512]\n"
+          "  --mla-heads LIST  mla: q heads Hq                                      [16,64,128]\n"
+          "  --mla-pages LIST  mla: cache page sizes                                   [64,128]\n"
+          "  --mla-cache LIST  mla: cache dtypes (bf16, f16, f32, FP8)          [bf16,f8e4m3fn]\n"
           "  --modes LIST      static,row,group128,group64,group32,residual_row (any mode may take a\n"
           "                    residual_ prefix)                  [static,row,group128,residual_row]\n"
           "  --in LIST         input (and residual, weight) dtypes: bf16,f32,f16        [bf16,f32]\n"
@@ -199,8 +212,8 @@ inline bool parse_args(int argc, char** argv, Options* o, std::string* err) {
     else if (value("--ops")) {
       o->ops = split_list(v);
       for (const auto& op : o->ops)
-        if (op != "rmsnorm_quant" && op != "rmsnorm_fp4" && op != "qk_rmsnorm") {
-          *err = "unknown op '" + op + "' (available: rmsnorm_quant, rmsnorm_fp4, qk_rmsnorm)";
+        if (op != "rmsnorm_quant" && op != "rmsnorm_fp4" && op != "qk_rmsnorm" && op != "mla") {
+          *err = "unknown op '" + op + "' (available: rmsnorm_quant, rmsnorm_fp4, qk_rmsnorm, mla)";
           return false;
         }
       if (o->ops.empty()) { *err = "empty --ops"; return false; }
@@ -222,6 +235,15 @@ inline bool parse_args(int argc, char** argv, Options* o, std::string* err) {
       }
       if (o->qk_shapes.empty()) { *err = "empty --qk-shapes"; return false; }
       o->set_qk_shapes = true;
+    } else if (value("--mla-heads")) {
+      if (!parse_list<int64_t>(v, &o->mla_heads, parse_pos_int, err, "head count")) return false;
+    } else if (value("--mla-pages")) {
+      if (!parse_list<int64_t>(v, &o->mla_pages, parse_pos_int, err, "page size")) return false;
+    } else if (value("--mla-cache")) {
+      if (!parse_list<DType>(v, &o->mla_cache, [](const std::string& s, DType* t) {
+            return parse_dtype(s, true, t) ? *t != DType::kI8 : parse_dtype(s, false, t);
+          }, err, "cache dtype"))
+        return false;
     } else if (value("--modes")) {
       if (!parse_list<ModeSpec>(v, &o->modes, parse_mode, err, "mode")) return false;
       o->set_modes = true;

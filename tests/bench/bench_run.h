@@ -26,9 +26,13 @@
 namespace fusednorm {
 namespace bench {
 
+struct Run;
+// The mla_rope_rmsnorm_quant cases (bench_mla.h).
+void run_mla_cases(Run& run);
+int mla_case_count(const Options& o);
+
 // ---------------------------------------------------------------- rmsnorm_quant cases
 
-struct Run;
 inline void run_qk_cases(Run& run);           // bench_qk.h
 inline int qk_case_count(const Options& o);  // bench_qk.h
 
@@ -41,7 +45,6 @@ struct Run {
   size_t rotate_bytes = 0;
   RandomPool x_pool, w_pool;
   long long total_mismatches = 0;
-  size_t sets_now = 1;  // buffer sets of the group being timed
   int failures = 0, cases_done = 0, cases_total = 0, skipped = 0;
   std::set<std::string> noted;  // notes already printed
   double t_start = 0;
@@ -84,6 +87,20 @@ struct Run {
     return r;
   }
 
+  // The check's library call, timed (res->check_call_s); false, with the error in res, if it failed.
+  template <class F>
+  bool timed_check_call(F&& call, Result* res) {
+    dev.synchronize();
+    const double t0 = now_s();
+    const fusednorm_status st = call();
+    dev.synchronize();
+    res->check_call_s = now_s() - t0;
+    if (st == FUSEDNORM_SUCCESS) return true;
+    res->ok = false;
+    res->error = std::string(fusednorm_status_string(st)) + ": " + fusednorm_last_error();
+    return false;
+  }
+
   // Runs the library once on set 0 and compares the sampled rows (output bytes, scale bytes and,
   // with a residual, the updated residual bytes) with the reference computed on those rows alone.
   Result check(Group& g, const ModeSpec& m, DType out, const fusednorm_rmsnorm_quant_options& opt) {
@@ -103,17 +120,10 @@ struct Run {
       const bool st_mode = m.scale_mode == FUSEDNORM_SCALE_STATIC;
       CallTensors x(dev.dl_device(), g.in, out, g.rows, h, ns, st_mode, g.in_buf.data(), g.res_buf.data(),
                     g.w_buf.data(), g.out_buf.data(), st_mode ? g.static_buf.data() : g.sc_buf.data());
-      dev.synchronize();
-      const double t0 = now_s();
-      const fusednorm_status st =
-          fusednorm_rmsnorm_quant(&x.in, m.residual ? &x.res : nullptr, &x.w, &x.out, &x.sc, &opt, dev.stream());
-      dev.synchronize();
-      res.check_call_s = now_s() - t0;
-      if (st != FUSEDNORM_SUCCESS) {
-        res.ok = false;
-        res.error = std::string(fusednorm_status_string(st)) + ": " + fusednorm_last_error();
+      if (!timed_check_call(
+              [&] { return fusednorm_rmsnorm_quant(&x.in, m.residual ? &x.res : nullptr, &x.w, &x.out, &x.sc, &opt, dev.stream()); },
+              &res))
         return res;
-      }
     }
     std::vector<uint8_t> w_host(in_row), x_host(in_row), r_ref(in_row), r_lib(in_row), q_ref(static_cast<size_t>(h)),
         q_lib(static_cast<size_t>(h));
@@ -160,19 +170,19 @@ struct Run {
     return res;
   }
 
-  // Times `call` (one library call on the next buffer set) into res: the host clock on the CPU; on
-  // a GPU graph replay for small inputs (or as asked), else stream launches, both between events
-  // (the check's call is no timing hint there: it may have loaded the kernel).
+  // Times call() (each call on the next of `sets` buffer sets) into res->timing and res->method.
+  // input_bytes: what a call reads of its main input (GPU: graph replay below kGraphBelowBytes).
   template <class Call>
-  void time_op(Call& call, double input_bytes, Result* res) {
+  void time_case(Call& call, double input_bytes, size_t sets, Result* res) {
     if (dev.is_host()) {
       res->timing = time_calls(dev, call, o.time_per_case, o.reps, o.min_reps, res->check_call_s);
       return;
     }
-    const bool small = input_bytes < kGraphBelowBytes;
+    // GPU: graph replay for small inputs (or as asked), else stream launches; both between
+    // events. The check's call is no timing hint here (it may have loaded the kernel).
     std::string why;
-    if (o.timing == "graph" || (o.timing == "auto" && small)) {
-      if (time_graph(dev, call, sets_now, o.time_per_case, o.reps, o.min_reps, &res->timing, &why)) res->method = "graph";
+    if (o.timing == "graph" || (o.timing == "auto" && input_bytes < kGraphBelowBytes)) {
+      if (time_graph(dev, call, sets, o.time_per_case, o.reps, o.min_reps, &res->timing, &why)) res->method = "graph";
       else if (noted.insert("graph").second)
         fprintf(stderr, "note: graph timing failed (%s); timing stream launches with events instead\n", why.c_str());
     }
@@ -216,7 +226,7 @@ struct Run {
       const fusednorm_status st = fusednorm_rmsnorm_quant(&x.in, pres, &x.w, &x.out, psc, &opt, stream);
       if (st != FUSEDNORM_SUCCESS && bad == FUSEDNORM_SUCCESS) bad = st;
     };
-    time_op(call, double(g.rows) * double(h) * elem_bytes(g.in), &res);
+    time_case(call, double(g.rows) * double(h) * elem_bytes(g.in), g.sets, &res);
     if (bad != FUSEDNORM_SUCCESS) {
       res.ok = false;
       res.error = std::string(fusednorm_status_string(bad)) + " in the timed calls: " + fusednorm_last_error();
@@ -236,45 +246,31 @@ struct Run {
     fflush(stdout);
   }
 
-  // What a row of the table names: the operation and its case.
-  struct Label {
-    const char* op;
-    std::string mode;
-    DType in;
-    std::string out;
-    int64_t rows, cols, group;
-    bool residual;
-    size_t sets;
-  };
-  void print_result(const Group& g, const ModeSpec& m, DType out, const Result& r) {
-    print_row(Label{"rmsnorm_quant", m.name, g.in, dtype_name(out), g.rows, g.cols,
-                    m.scale_mode == FUSEDNORM_SCALE_DYNAMIC_GROUP ? m.group
-                    : m.scale_mode == FUSEDNORM_SCALE_DYNAMIC_ROW ? g.cols
-                                                                  : 0,
-                    m.residual, g.sets},
-              r);
-  }
-  void print_row(const Label& l, const Result& r) {
+  // One row of the table (or one JSON line: the common keys, then extra(j)'s).
+  template <class Extra>
+  void print_row(const char* op, const std::string& mode, DType in, DType out, int64_t rows, int64_t cols, size_t sets,
+                 const Result& r, Extra&& extra) {
     const double us = r.timing.sec * 1e6, gbps = r.timing.sec > 0 ? r.bytes / r.timing.sec / 1e9 : 0,
                  pct = copy > 0 ? gbps / copy * 100.0 : 0;
     if (o.json) {
       JsonLine j;
-      j.str("op", l.op).str("mode", l.mode).str("device", dev.label()).str("in_dtype", dtype_name(l.in))
-          .str("out_dtype", l.out).integer("rows", l.rows).integer("cols", l.cols).integer("group_size", l.group)
-          .boolean("residual", l.residual).str("status", r.ok ? "ok" : "error");
+      j.str("op", op).str("mode", mode).str("device", dev.label()).str("in_dtype", dtype_name(in))
+          .str("out_dtype", dtype_name(out)).integer("rows", rows).integer("cols", cols);
+      extra(j);
+      j.str("status", r.ok ? "ok" : "error");
       if (!r.ok) j.str("error", r.error);
       j.num("us", us).num("us_min", r.timing.min_sec * 1e6).num("gbps", gbps).num("copy_gbps", copy).num("pct_of_copy", pct)
           .integer("mismatches", r.mismatches).integer("checked_rows", r.checked).num("bytes", r.bytes)
-          .integer("sets", (long long)l.sets).integer("reps", r.timing.samples).str("timing", r.method)
+          .integer("sets", (long long)sets).integer("reps", r.timing.samples).str("timing", r.method)
           .integer("calls_per_rep", r.timing.inner).integer("threads", threads).str("cpu_target", target)
           .integer("seed", (long long)o.seed);
       printf("%s\n", j.done().c_str());
     } else if (!r.ok) {
-      printf("%-13s %-14s %-5s %-11s %6" PRId64 " %6" PRId64 " %5zu  ERROR: %s\n", l.op, l.mode.c_str(),
-             dtype_name(l.in), l.out.c_str(), l.rows, l.cols, l.sets, r.error.c_str());
+      printf("%-13s %-14s %-5s %-11s %6" PRId64 " %6" PRId64 " %5zu  ERROR: %s\n", op, mode.c_str(), dtype_name(in),
+             dtype_name(out), rows, cols, sets, r.error.c_str());
     } else {
-      printf("%-13s %-14s %-5s %-11s %6" PRId64 " %6" PRId64 " %5zu %6d", l.op, l.mode.c_str(), dtype_name(l.in),
-             l.out.c_str(), l.rows, l.cols, l.sets, r.timing.samples);
+      printf("%-13s %-14s %-5s %-11s %6" PRId64 " %6" PRId64 " %5zu %6d", op, mode.c_str(), dtype_name(in),
+             dtype_name(out), rows, cols, sets, r.timing.samples);
       if (!dev.is_host()) printf(" %-6s", r.method);
       printf(" %11.2f %8.2f %6.1f %10lld\n", us, gbps, pct, r.mismatches);
     }
@@ -285,6 +281,14 @@ struct Run {
     if (!r.ok) ++failures;
     total_mismatches += r.mismatches;
     ++cases_done;
+  }
+
+  void print_result(const Group& g, const ModeSpec& m, DType out, const Result& r) {
+    print_row("rmsnorm_quant", m.name, g.in, out, g.rows, g.cols, g.sets, r, [&](JsonLine& j) {
+      j.integer("group_size", m.scale_mode == FUSEDNORM_SCALE_DYNAMIC_GROUP ? m.group
+                              : m.scale_mode == FUSEDNORM_SCALE_DYNAMIC_ROW ? g.cols : 0)
+          .boolean("residual", m.residual);
+    });
   }
 
   // Sets up the buffers of one shape and input dtype and runs its cases.
@@ -360,7 +364,6 @@ struct Run {
     for (const ModeSpec* m : modes)
       for (DType out : o.out) {
         Result r;
-        sets_now = g.sets;
         try {
           r = run_case(g, *m, out);
         } catch (const std::exception& e) {
@@ -385,12 +388,17 @@ inline int Run::run_all() {
     const int shapes = int(o.hidden.size() * o.tokens.size() * o.in.size());
     for (const auto& op : o.ops)
       cases_total += op == "qk_rmsnorm"    ? qk_case_count(o)
+                     : op == "mla"         ? mla_case_count(o)
                      : op == "rmsnorm_fp4" ? shapes * kFp4Modes
                                            : shapes * int(o.modes.size() * o.out.size());
     print_header();
     for (const auto& op : o.ops) {
       if (op == "qk_rmsnorm") {
         run_qk_cases(*this);
+        continue;
+      }
+      if (op == "mla") {
+        run_mla_cases(*this);
         continue;
       }
       for (int64_t h : o.hidden)

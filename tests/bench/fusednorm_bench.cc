@@ -20,6 +20,7 @@
 #include "bench_options.h"
 #include "bench_qk.h"
 #include "bench_run.h"
+#include "bench_mla.h"  // --ops mla
 #include "bench_timing.h"
 #include "bench_util.h"
 #include "core/dtype.h"

@@ -91,5 +91,36 @@ struct DeviceCase {
   }
 };
 
+// One call captured as a CUDA graph on a stream of its own, ready to replay (errors returned:
+// check error, then status, the call's own result during capture).
+struct CapturedCall {
+  cudaStream_t stream = nullptr;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  fusednorm_status status = FUSEDNORM_SUCCESS;
+  cudaError_t error = cudaSuccess;
+  template <class Enqueue>  // fusednorm_status(cudaStream_t)
+  explicit CapturedCall(Enqueue enqueue) {
+    error = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    if (error == cudaSuccess) error = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
+    if (error != cudaSuccess) return;
+    status = enqueue(stream);
+    error = cudaStreamEndCapture(stream, &graph);
+    if (error == cudaSuccess) error = cudaGraphInstantiate(&exec, graph, 0);
+  }
+  ~CapturedCall() {
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+    if (stream) cudaStreamDestroy(stream);
+  }
+  CapturedCall(const CapturedCall&) = delete;
+  CapturedCall& operator=(const CapturedCall&) = delete;
+  // Launches the graph and waits for it.
+  cudaError_t replay() {
+    const cudaError_t e = cudaGraphLaunch(exec, stream);
+    return e == cudaSuccess ? cudaStreamSynchronize(stream) : e;
+  }
+};
+
 }  // namespace test
 }  // namespace fusednorm

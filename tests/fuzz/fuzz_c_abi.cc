@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -161,6 +162,7 @@ std::vector<int64_t> qk_weight_shape(const Ctx& c, int64_t width, bool fused) {
   const int64_t d = c.opts_null ? 0 : c.qo.head_dim;
   return std::vector<int64_t>{fused && d > 0 ? d : width};
 }
+#include "fuzz_mla.h"
 
 const OpDesc kOps[] = {
     {"cast",
@@ -244,6 +246,7 @@ const OpDesc kOps[] = {
        return fusednorm_qk_rmsnorm(tp(c, 0), tp(c, 1), tp(c, 2), tp(c, 3), tp(c, 0), tp(c, 1), qk_opts(c), nullptr);
      },
      [](Ctx& c) { return reference::qk_rmsnorm(tp(c, 0), tp(c, 1), tp(c, 2), tp(c, 3), tp(c, 0), tp(c, 1), qk_opts(c)); }},
+    mla_op_desc(),  // tests/fuzz/fuzz_mla.h
 };
 constexpr int kNumOps = int(sizeof kOps / sizeof kOps[0]);
 

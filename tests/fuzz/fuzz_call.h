@@ -112,6 +112,8 @@ struct Ctx {
   fusednorm_cast_options co{};
   fusednorm_rmsnorm_quant_options ro{};
   fusednorm_qk_rmsnorm_options qo{};  // qk_rmsnorm
+  fusednorm_mla_rope_rmsnorm_quant_options mo{};  // tests/fuzz/fuzz_mla.h
+  std::shared_ptr<void> extra;                     // an operation's own tensors (fuzz_mla.h)
   Tensor t[kMaxSlots];
   std::vector<Buffer> bufs;
   const char* op_name = "";

@@ -71,6 +71,8 @@ const fusednorm_plugin kPlugin = {
     nullptr,  // dequantize_fp4
     uint32_t(sizeof(fusednorm::QkRmsnormCall)),
     nullptr,  // qk_rmsnorm: not offered
+    uint32_t(sizeof(fusednorm::MlaCall)),
+    nullptr,  // mla_rope_rmsnorm_quant: not offered
 };
 
 }  // namespace

@@ -17,7 +17,7 @@ steps=("$@")
 want() { for s in "${steps[@]}"; do { [ "$s" = all ] && [ "$1" != profile ] && [ "$1" != compare ]; } || [ "$s" = "$1" ] && return 0; done; return 1; }
 status=0
 # One GPU test executable per operation (tests/gpu/), and the many-threads x many-streams test.
-gpu_tests=(test_gpu_rmsnorm_quant test_gpu_rmsnorm_fp4 test_gpu_qk_rmsnorm)
+gpu_tests=(test_gpu_rmsnorm_quant test_gpu_rmsnorm_fp4 test_gpu_qk_rmsnorm test_gpu_mla)
 note() { echo "== $*" | tee -a "$out/summary.txt"; }
 
 if [ ! -f /usr/include/hwy/highway.h ]; then
@@ -81,6 +81,11 @@ if want bench; then
   ./build-gpu/fusednorm-bench --device cuda:0 ${FUSEDNORM_BENCH_ARGS:-} >"$out/bench_gpu.txt" 2>"$out/bench_gpu.err"
   rc=$?; [ $rc -eq 0 ] || status=1
   note "bench: rc=$rc in $(( $(date +%s) - t0 )) s"
+  t0=$(date +%s)
+  ./build-gpu/fusednorm-bench --device cuda:0 --ops mla ${FUSEDNORM_BENCH_MLA_ARGS:-} >"$out/bench_gpu_mla.txt" \
+    2>"$out/bench_gpu_mla.err"
+  rc=$?; [ $rc -eq 0 ] || status=1
+  note "bench mla: rc=$rc in $(( $(date +%s) - t0 )) s"
 fi
 if want compare; then
   t0=$(date +%s)

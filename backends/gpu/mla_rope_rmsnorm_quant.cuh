@@ -1,0 +1,269 @@
+// Compiled twice: as CUDA and as HIP, in a generated unit of its own (FUSEDNORM_GPU_OPS).
+// mla_rope_rmsnorm_quant on the GPU: the kernel (one instantiation per input dtype) and its
+// launcher (declared in ops.h, in the table of plugin.cuh).
+//
+// Grid: one dimension, `per_token` = 1 + ceil(Hq * R / 8 / kMlaThreads) consecutive blocks a
+// token: its latent kv row, then its q heads (kMlaThreads units of 8 q elements a block), so that
+// every wave mixes the short, latency-bound kv blocks with the q blocks' streaming. From the
+// call's shapes only, never from the token count: a token's bytes do not depend on the other
+// tokens (batch invariance). Every block locates its token with
+// mla_locate (core/call_mla.h), which checks every index value it reads; a token it rejects is
+// skipped whole (no q, no cache write), and counted once (by its kv block) in invalid_tokens when the
+// caller gave it: the kernel never writes outside q/q_out and the cache whatever the indices
+// hold (fusednorm.h, "Index values").
+// The latent row's sum of squares is the canonical one (docs/numerics.md §2): thread i owns
+// partials [i*pv, i*pv + pv) (pv = max(1, P / kMlaThreads)), each summed over its steps in order,
+// then the pairwise tree in registers, across lanes (shfl_xor) and across warps
+// (row_reduce_finish); threads past P hold +0 (exact). Every encoder and the rotation are the
+// shared math's (no hardware conversion).
+#pragma once
+
+#include <stdint.h>
+
+#include "backends/gpu/gpu_runtime.h"
+#include "backends/gpu/host.cuh"
+#include "backends/gpu/io.cuh"
+#include "backends/gpu/ops.h"
+#include "backends/gpu/plan.h"
+#include "backends/gpu/reduce.cuh"
+#include "core/call_mla.h"
+#include "math/rope_math.h"
+
+namespace fusednorm {
+namespace gpu {
+
+constexpr int kMlaThreads = 256;
+constexpr int kMlaMaxPv = 16;  // P <= 4096 = 16 * kMlaThreads
+
+// Access widths of the call's views (plan.h's Access), from the host.
+struct MlaAccess {
+  int32_t q, q_out, cs;  // vectors of one unit (8 elements, or two runs of 4 with neox)
+  int32_t kv, w, cache;  // elements
+  uint32_t per_token;    // blocks a token (grid layout above)
+};
+
+// Element i of a row of dtype t as f32.
+__device__ __forceinline__ float mla_load(DType t, const char* row, int32_t i, int32_t access) {
+  if (t == DType::kF32) return math::float_of(load_elem<4>(row, i, access));
+  const uint32_t h = load_elem<2>(row, i, access);
+  return t == DType::kBF16 ? math::decode_bf16(h) : math::decode_f16(h);
+}
+
+// The cache's code of v (v / k_scale already), NaN canonical.
+__device__ __forceinline__ void mla_store_cache(const MlaCall& c, char* row, int32_t i, float v, int32_t access) {
+  switch (c.cache_type) {
+    case DType::kBF16: return store_elem<2>(row, i, math::encode_bf16<false>(v), access);
+    case DType::kF16: return store_elem<2>(row, i, math::encode_f16<false>(v), access);
+    case DType::kF32: return store_elem<4>(row, i, math::encode_f32<false>(v), access);
+#define FN_MINIFLOAT(name, ...) \
+  case DType::k_##name: return store_elem<1>(row, i, math::name::encode<false>(v), access);
+#include "math/formats.inc"
+#undef FN_MINIFLOAT
+    default: return;  // validation admits no other cache dtype
+  }
+}
+
+// A unit of 8 elements of one q head: 4 pairs j = 4u .. 4u+3 and their 8 table values at 8u.
+template <DType kIn, class Cs>
+__device__ __forceinline__ void mla_q_unit(const MlaCall& c, const MlaAccess& a, const char* x, char* o,
+                                           const char* cs, int32_t u) {
+  using In = InTraits<kIn>;
+  constexpr int kB = In::kBytes;
+  const int32_t r = int32_t(c.rope), half = r / 2;
+  float tab[8];
+  Cs::load8(cs, 8 * u, r, a.cs, tab);
+  float re[4], im[4];
+  if (!c.neox) {
+    uint32_t w[Vec<kB, 8>::kWords];
+    load_vec<kB, 8>(x, 8 * u, r, a.q, w);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const math::RopePair p = math::rope_rotate(In::get(w, 2 * k), In::get(w, 2 * k + 1), tab[2 * k], tab[2 * k + 1]);
+      re[k] = p.re;
+      im[k] = p.im;
+    }
+    uint32_t out[Vec<kB, 8>::kWords];
+#pragma unroll
+    for (int k = 0; k < Vec<kB, 8>::kWords; ++k) out[k] = 0;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const uint32_t c0 = In::encode(re[k]), c1 = In::encode(im[k]);
+      if (kB == 4) {
+        out[2 * k] = c0;
+        out[2 * k + 1] = c1;
+      } else {
+        out[k] = c0 | (c1 << 16);
+      }
+    }
+    store_vec<kB, 8>(o, 8 * u, r, a.q_out, out);
+    return;
+  }
+  uint32_t lo[Vec<kB, 4>::kWords], hi[Vec<kB, 4>::kWords];
+  load_vec<kB, 4>(x, 4 * u, r, a.q, lo);
+  load_vec<kB, 4>(x, half + 4 * u, r, a.q, hi);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const math::RopePair p = math::rope_rotate(In::get(lo, k), In::get(hi, k), tab[2 * k], tab[2 * k + 1]);
+    re[k] = p.re;
+    im[k] = p.im;
+  }
+  uint32_t out_lo[Vec<kB, 4>::kWords], out_hi[Vec<kB, 4>::kWords];
+#pragma unroll
+  for (int k = 0; k < Vec<kB, 4>::kWords; ++k) out_lo[k] = out_hi[k] = 0;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const int word = kB == 4 ? k : k / 2, shift = kB == 4 ? 0 : 16 * (k % 2);
+    out_lo[word] |= In::encode(re[k]) << shift;
+    out_hi[word] |= In::encode(im[k]) << shift;
+  }
+  store_vec<kB, 4>(o, 4 * u, r, a.q_out, out_lo);
+  store_vec<kB, 4>(o, half + 4 * u, r, a.q_out, out_hi);
+}
+
+// The cos/sin table's dtypes: 8 consecutive values as f32.
+struct CsF32 {
+  static __device__ __forceinline__ void load8(const char* row, int32_t e, int32_t h, int32_t access, float v[8]) {
+    uint32_t w[8];
+    load_vec<4, 8>(row, e, h, access, w);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) v[k] = math::float_of(w[k]);
+  }
+};
+struct CsBF16 {
+  static __device__ __forceinline__ void load8(const char* row, int32_t e, int32_t h, int32_t access, float v[8]) {
+    uint32_t w[4];
+    load_vec<2, 8>(row, e, h, access, w);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) v[k] = InTraits<DType::kBF16>::get(w, k);
+  }
+};
+
+// The latent row of token t: norm of [0, L), rotation of [L, L + R), codes of v / k_scale.
+template <DType kIn>
+__device__ __forceinline__ void mla_kv_row(const MlaCall& c, const MlaAccess& a, const MlaSlot& s, const char* cs,
+                                           int64_t t) {
+  constexpr int kWarp = kGpuWarp;
+  __shared__ __align__(16) float red[kMlaThreads / kWarp];
+  __shared__ float unused[1];
+  const int32_t l = int32_t(c.rank), r = int32_t(c.rope), tid = int32_t(threadIdx.x);
+  const char* x = c.kv + t * c.kv_stride;
+  char* dst = mla_cache_row(c, s);
+  const int32_t p_count = int32_t(math::reduction_partials(l));
+  const int32_t pv = p_count > kMlaThreads ? p_count / kMlaThreads : 1;
+  float part[kMlaMaxPv];
+#pragma unroll
+  for (int k = 0; k < kMlaMaxPv; ++k) {
+    part[k] = 0.0f;
+    const int32_t p = tid * pv + k;
+    if (k < pv && p < p_count)
+      for (int32_t i = p; i < l; i += p_count) {
+        const float v = mla_load(kIn, x, i, a.kv);
+        part[k] = math::add_rn(part[k], math::mul_rn(v, v));
+      }
+  }
+#pragma unroll
+  for (int n = kMlaMaxPv; n > 1; n /= 2)
+#pragma unroll
+    for (int j = 0; j < n / 2; ++j) part[j] = math::add_rn(part[2 * j], part[2 * j + 1]);
+  const float l_f = math::length_f32(l), eps = c.eps;
+  const float inv = row_reduce_finish<kWarp, false, true>(
+      part[0], tid, kMlaThreads, 0, red, [](float u, float v) { return math::add_rn(u, v); },
+      [&](float ss) { return math::inv_rms(ss, l_f, eps); }, unused);
+  const float ks = mla_k_scale(c);
+  for (int32_t i = tid; i < l; i += kMlaThreads) {
+    const float g = math::add_rn(mla_load(c.w_type, c.weight, i, a.w), c.weight_offset);
+    const float y = math::norm_apply(mla_load(kIn, x, i, a.kv), inv, g);
+    mla_store_cache(c, dst, i, math::div_rn(y, ks), a.cache);
+  }
+  const bool neox = c.neox != 0;
+  for (int32_t j = tid; j < r / 2; j += kMlaThreads) {
+    const int32_t i0 = int32_t(math::rope_re_index(j, r, neox)), i1 = int32_t(math::rope_im_index(j, r, neox));
+    const math::RopePair p = math::rope_rotate(mla_load(kIn, x, l + i0, a.kv), mla_load(kIn, x, l + i1, a.kv),
+                                               mla_load(c.cs_type, cs, 2 * j, a.cs), mla_load(c.cs_type, cs, 2 * j + 1, a.cs));
+    mla_store_cache(c, dst, l + i0, math::div_rn(p.re, ks), a.cache);
+    mla_store_cache(c, dst, l + i1, math::div_rn(p.im, ks), a.cache);
+  }
+}
+
+template <DType kIn>
+__global__ void __launch_bounds__(kMlaThreads)
+    mla_rope_rmsnorm_quant_kernel(FN_GRID_CONSTANT const MlaCall c, const MlaAccess a) {
+  const uint32_t token = blockIdx.x / a.per_token, part = blockIdx.x - token * a.per_token;
+  const int64_t t = int64_t(token);
+  MlaSlot s;
+  if (mla_locate(c, t, &s) != MlaLocate::kOk) {
+    if (part == 0 && threadIdx.x == 0 && c.invalid_tokens != nullptr) atomicAdd(c.invalid_tokens, 1);
+    return;  // a uniform exit: every thread of the block skips the token
+  }
+  const char* cs = c.cos_sin + s.pos * c.cs_stride;
+  if (part == 0) {
+    mla_kv_row<kIn>(c, a, s, cs, t);
+    return;
+  }
+  const int32_t units = int32_t(c.rope / 8);
+  const int32_t unit = int32_t(part - 1) * kMlaThreads + int32_t(threadIdx.x);
+  if (unit >= int32_t(c.heads) * units) return;
+  const int32_t h = unit / units, u = unit - h * units;
+  const char* x = c.q + t * c.q_stride_t + h * c.q_stride_h;
+  char* o = c.q_out + t * c.qo_stride_t + h * c.qo_stride_h;
+  if (c.cs_type == DType::kF32) mla_q_unit<kIn, CsF32>(c, a, x, o, cs, u);
+  else mla_q_unit<kIn, CsBF16>(c, a, x, o, cs, u);
+}
+
+// ---------------------------------------------------------------- host
+
+// The widest access of a view of `n` rows `stride` bytes apart at `data`.
+inline int32_t mla_access(const void* data, int64_t n, int64_t stride, int elem_bytes, int vec_bytes) {
+  LeadShape lead;
+  lead.ndim = 1;
+  lead.dims[0] = n;
+  RowView v;
+  v.data = static_cast<char*>(const_cast<void*>(data));
+  v.strides[0] = stride;
+  return access_for(lead, v, elem_bytes, vec_bytes);
+}
+// The same for q-like views [T, Hq] (two leading strides).
+inline int32_t mla_access2(const void* data, int64_t t, int64_t st, int64_t h, int64_t sh, int elem_bytes,
+                           int vec_bytes) {
+  return std::min(mla_access(data, t, st, elem_bytes, vec_bytes), mla_access(data, h, sh, elem_bytes, vec_bytes));
+}
+
+fusednorm_status mla_rope_rmsnorm_quant(const MlaCall* call, int32_t device, void* stream, char* msg, size_t n) {
+  const MlaCall& c = *call;
+  const int64_t units = c.heads * (c.rope / 8);
+  const int64_t q_blocks = (units + kMlaThreads - 1) / kMlaThreads;
+  const int64_t per_token = 1 + q_blocks;
+  if (c.tokens > INT32_MAX / per_token || c.rank + c.rope > (int64_t(1) << 30))
+    return say(FUSEDNORM_UNSUPPORTED, msg, n,
+               "T = %lld, Hq = %lld, L = %lld, R = %lld: the " FN_GPU_VENDOR
+               " kernel supports T * (1 + ceil(Hq * R / %d)) < 2^31 blocks and L + R <= 2^30",
+               (long long)c.tokens, (long long)c.heads, (long long)c.rank, (long long)c.rope, 8 * kMlaThreads);
+  if (c.tokens == 0) return FUSEDNORM_SUCCESS;
+  DeviceGuard guard(device);
+  if (guard.error != gpuSuccess) return vendor_error(guard.error, "selecting the device", msg, n);
+  const int in_bytes = c.in_type == DType::kF32 ? 4 : 2, cs_bytes = c.cs_type == DType::kF32 ? 4 : 2;
+  const int unit_elems = c.neox ? 4 : 8;  // one vector of q: 8 elements, or 4 per half with neox
+  MlaAccess a;
+  a.q = mla_access2(c.q, c.tokens, c.q_stride_t, c.heads, c.q_stride_h, in_bytes, unit_elems * in_bytes);
+  a.q_out = mla_access2(c.q_out, c.tokens, c.qo_stride_t, c.heads, c.qo_stride_h, in_bytes, unit_elems * in_bytes);
+  a.cs = mla_access(c.cos_sin, c.max_pos, c.cs_stride, cs_bytes, 8 * cs_bytes);
+  a.kv = mla_access(c.kv, c.tokens, c.kv_stride, in_bytes, in_bytes);
+  a.w = mla_access(c.weight, 1, 0, c.w_type == DType::kF32 ? 4 : 2, c.w_type == DType::kF32 ? 4 : 2);
+  const int cache_bytes = dtype_bits(c.cache_type) / 8;
+  a.cache = std::min(mla_access(c.cache, c.num_pages, c.cache_page_stride, cache_bytes, cache_bytes),
+                     mla_access(c.cache, c.page_size, c.cache_slot_stride, cache_bytes, cache_bytes));
+  a.per_token = uint32_t(per_token);
+  const dim3 grid(unsigned(c.tokens * per_token));
+  const gpuStream_t s = static_cast<gpuStream_t>(stream);
+  switch (c.in_type) {
+    case DType::kF32: mla_rope_rmsnorm_quant_kernel<DType::kF32><<<grid, kMlaThreads, 0, s>>>(c, a); break;
+    case DType::kF16: mla_rope_rmsnorm_quant_kernel<DType::kF16><<<grid, kMlaThreads, 0, s>>>(c, a); break;
+    default: mla_rope_rmsnorm_quant_kernel<DType::kBF16><<<grid, kMlaThreads, 0, s>>>(c, a); break;
+  }
+  const gpuError_t e = gpuGetLastError();
+  if (e != gpuSuccess) return vendor_error(e, "launching mla_rope_rmsnorm_quant", msg, n);
+  return FUSEDNORM_SUCCESS;
+}
+
+}  // namespace gpu
+}  // namespace fusednorm
