@@ -83,6 +83,34 @@ inline void qk_rmsnorm(const DLTensor& q, const DLTensor& k, const DLTensor& q_w
   check(fusednorm_qk_rmsnorm(&q, &k, &q_weight, &k_weight, &q_out, &k_out, &options, stream));
 }
 
+// ---------------------------------------------------------------- rmsnorm_fp4
+struct RmsnormFp4Options : fusednorm_rmsnorm_fp4_options {
+  RmsnormFp4Options() { fusednorm_rmsnorm_fp4_options_init(this); }
+};
+struct DequantizeFp4Options : fusednorm_dequantize_fp4_options {
+  DequantizeFp4Options() { fusednorm_dequantize_fp4_options_init(this); }
+};
+
+// See fusednorm_rmsnorm_fp4 in fusednorm.h. residual, weight and global_scale may be nullptr where
+// the C API allows NULL.
+inline void rmsnorm_fp4(const DLTensor& input, DLTensor* residual, const DLTensor* weight, DLTensor& output,
+                        DLTensor& scales, const DLTensor* global_scale = nullptr,
+                        const RmsnormFp4Options& options = RmsnormFp4Options(), void* stream = nullptr) {
+  check(fusednorm_rmsnorm_fp4(&input, residual, weight, &output, &scales, global_scale, &options, stream));
+}
+// See fusednorm_dequantize_fp4 in fusednorm.h.
+inline void dequantize_fp4(const DLTensor& codes, const DLTensor& scales, const DLTensor* global_scale,
+                           DLTensor& output, const DequantizeFp4Options& options = DequantizeFp4Options(),
+                           void* stream = nullptr) {
+  check(fusednorm_dequantize_fp4(&codes, &scales, global_scale, &output, &options, stream));
+}
+// Bytes of the swizzled scale tensor (fusednorm_fp4_swizzled_size).
+inline int64_t fp4_swizzled_size(int64_t rows, int64_t h, int32_t format) {
+  int64_t bytes = 0;
+  check(fusednorm_fp4_swizzled_size(rows, h, format, &bytes));
+  return bytes;
+}
+
 // ---------------------------------------------------------------- mla_rope_rmsnorm_quant
 struct MlaRopeRmsnormQuantOptions : fusednorm_mla_rope_rmsnorm_quant_options {
   MlaRopeRmsnormQuantOptions() { fusednorm_mla_rope_rmsnorm_quant_options_init(this); }

@@ -108,6 +108,41 @@ int main() {
     }
     std::printf("rmsnorm_quant [4, 64] f32 -> f8e4m3fn, dequantized with cast: worst relative error %.4f\n", worst);
 
+    // The same rows to MXFP4 (blocks of 32, e8m0 scales), dequantized by the library: every value
+    // within half an e2m1 step of y (half the step at |y| / scale, times the scale).
+    {
+      std::vector<uint8_t> q4(size_t(kRows * kH / 2)), s4(size_t(kRows * kH / 32));
+      std::vector<float> deq4(size_t(kRows * kH));
+      int64_t shape_q4[] = {kRows, kH / 2}, shape_s4[] = {kRows, kH / 32};
+      const DLDataType u8{kDLUInt, 8, 1};
+      DLTensor q4_t = make_tensor(q4.data(), u8, 2, shape_q4), s4_t = make_tensor(s4.data(), u8, 2, shape_s4);
+      DLTensor deq4_t = make_tensor(deq4.data(), f32, 2, shape_x);
+      fusednorm::RmsnormFp4Options o4;
+      o4.format = FUSEDNORM_FP4_MXFP4;
+      o4.eps = kEps;
+      fusednorm::rmsnorm_fp4(input, nullptr, &weight, q4_t, s4_t, nullptr, o4);
+      fusednorm::DequantizeFp4Options d4;
+      d4.format = FUSEDNORM_FP4_MXFP4;
+      fusednorm::dequantize_fp4(q4_t, s4_t, nullptr, deq4_t, d4);
+      for (int64_t r = 0; r < kRows; ++r) {
+        double ss = 0.0;
+        for (int64_t i = 0; i < kH; ++i) ss += double(x[size_t(r * kH + i)]) * double(x[size_t(r * kH + i)]);
+        const double inv_rms = 1.0 / std::sqrt(ss / double(kH) + double(kEps));
+        for (int64_t i = 0; i < kH; ++i) {
+          const double y = double(x[size_t(r * kH + i)]) * inv_rms * double(w[size_t(i)]);
+          const double scale = std::ldexp(1.0, int(s4[size_t(r * (kH / 32) + i / 32)]) - 127);
+          const double t = std::fabs(y) / scale, step = t < 2 ? 0.5 : t < 4 ? 1.0 : 2.0;
+          if (!(std::fabs(double(deq4[size_t(r * kH + i)]) - y) <= (step / 2) * scale * (1 + 1e-5))) {
+            std::fprintf(stderr, "MXFP4 row %lld col %lld: dequantized %.8g, RMSNorm %.8g (scale %g)\n",
+                         static_cast<long long>(r), static_cast<long long>(i), double(deq4[size_t(r * kH + i)]), y,
+                         scale);
+            ++failures;
+          }
+        }
+      }
+      std::printf("rmsnorm_fp4 [4, 64] f32 -> MXFP4, dequantized with dequantize_fp4: within half a step\n");
+    }
+
     // A bad call throws fusednorm::Error with the status and the library's message.
     bool threw = false;
     try {
