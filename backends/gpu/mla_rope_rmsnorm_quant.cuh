@@ -64,61 +64,58 @@ __device__ __forceinline__ void mla_store_cache(const MlaCall& c, char* row, int
 }
 
 // A unit of 8 elements of one q head: 4 pairs j = 4u .. 4u+3 and their 8 table values at 8u.
-template <DType kIn, class Cs>
-__device__ __forceinline__ void mla_q_unit(const MlaCall& c, const MlaAccess& a, const char* x, char* o,
-                                           const char* cs, int32_t u) {
+// load() reads the elements (interleaved: 8 at 8u; neox: 4 at 4u, then 4 at R/2 + 4u) and needs
+// no index value, so it is issued before the token's slot is known; finish() rotates and stores.
+template <DType kIn>
+struct QUnit {
   using In = InTraits<kIn>;
-  constexpr int kB = In::kBytes;
-  const int32_t r = int32_t(c.rope), half = r / 2;
-  float tab[8];
-  Cs::load8(cs, 8 * u, r, a.cs, tab);
-  float re[4], im[4];
-  if (!c.neox) {
-    uint32_t w[Vec<kB, 8>::kWords];
-    load_vec<kB, 8>(x, 8 * u, r, a.q, w);
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const math::RopePair p = math::rope_rotate(In::get(w, 2 * k), In::get(w, 2 * k + 1), tab[2 * k], tab[2 * k + 1]);
-      re[k] = p.re;
-      im[k] = p.im;
+  static constexpr int kB = In::kBytes, kHalf = Vec<kB, 4>::kWords;
+  uint32_t w[Vec<kB, 8>::kWords];
+
+  __device__ __forceinline__ void load(const MlaCall& c, const MlaAccess& a, const char* x, int32_t u) {
+    const int32_t r = int32_t(c.rope);
+    if (!c.neox) {
+      load_vec<kB, 8>(x, 8 * u, r, a.q, w);
+    } else {
+      load_vec<kB, 4>(x, 4 * u, r, a.q, w);
+      load_vec<kB, 4>(x, r / 2 + 4 * u, r, a.q, w + kHalf);
     }
+  }
+
+  template <class Cs>
+  __device__ __forceinline__ void finish(const MlaCall& c, const MlaAccess& a, char* o, const char* cs, int32_t u) const {
+    const int32_t r = int32_t(c.rope);
+    float tab[8];
+    Cs::load8(cs, 8 * u, r, a.cs, tab);
     uint32_t out[Vec<kB, 8>::kWords];
 #pragma unroll
     for (int k = 0; k < Vec<kB, 8>::kWords; ++k) out[k] = 0;
+    if (!c.neox) {
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const math::RopePair p = math::rope_rotate(In::get(w, 2 * k), In::get(w, 2 * k + 1), tab[2 * k], tab[2 * k + 1]);
+        const uint32_t c0 = In::encode(p.re), c1 = In::encode(p.im);
+        if (kB == 4) {
+          out[2 * k] = c0;
+          out[2 * k + 1] = c1;
+        } else {
+          out[k] = c0 | (c1 << 16);
+        }
+      }
+      store_vec<kB, 8>(o, 8 * u, r, a.q_out, out);
+      return;
+    }
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
-      const uint32_t c0 = In::encode(re[k]), c1 = In::encode(im[k]);
-      if (kB == 4) {
-        out[2 * k] = c0;
-        out[2 * k + 1] = c1;
-      } else {
-        out[k] = c0 | (c1 << 16);
-      }
+      const math::RopePair p = math::rope_rotate(In::get(w, k), In::get(w + kHalf, k), tab[2 * k], tab[2 * k + 1]);
+      const int word = kB == 4 ? k : k / 2, shift = kB == 4 ? 0 : 16 * (k % 2);
+      out[word] |= In::encode(p.re) << shift;
+      out[kHalf + word] |= In::encode(p.im) << shift;
     }
-    store_vec<kB, 8>(o, 8 * u, r, a.q_out, out);
-    return;
+    store_vec<kB, 4>(o, 4 * u, r, a.q_out, out);
+    store_vec<kB, 4>(o, r / 2 + 4 * u, r, a.q_out, out + kHalf);
   }
-  uint32_t lo[Vec<kB, 4>::kWords], hi[Vec<kB, 4>::kWords];
-  load_vec<kB, 4>(x, 4 * u, r, a.q, lo);
-  load_vec<kB, 4>(x, half + 4 * u, r, a.q, hi);
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const math::RopePair p = math::rope_rotate(In::get(lo, k), In::get(hi, k), tab[2 * k], tab[2 * k + 1]);
-    re[k] = p.re;
-    im[k] = p.im;
-  }
-  uint32_t out_lo[Vec<kB, 4>::kWords], out_hi[Vec<kB, 4>::kWords];
-#pragma unroll
-  for (int k = 0; k < Vec<kB, 4>::kWords; ++k) out_lo[k] = out_hi[k] = 0;
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const int word = kB == 4 ? k : k / 2, shift = kB == 4 ? 0 : 16 * (k % 2);
-    out_lo[word] |= In::encode(re[k]) << shift;
-    out_hi[word] |= In::encode(im[k]) << shift;
-  }
-  store_vec<kB, 4>(o, 4 * u, r, a.q_out, out_lo);
-  store_vec<kB, 4>(o, half + 4 * u, r, a.q_out, out_hi);
-}
+};
 
 // The cos/sin table's dtypes: 8 consecutive values as f32.
 struct CsF32 {
@@ -138,16 +135,16 @@ struct CsBF16 {
   }
 };
 
-// The latent row of token t: norm of [0, L), rotation of [L, L + R), codes of v / k_scale.
+// The latent row of token t: norm of [0, L), rotation of [L, L + R), codes of v / k_scale. The sum
+// of squares needs no index value: it runs first, then the token is located (and, when invalid,
+// counted and skipped: a uniform exit after the block's last barrier).
 template <DType kIn>
-__device__ __forceinline__ void mla_kv_row(const MlaCall& c, const MlaAccess& a, const MlaSlot& s, const char* cs,
-                                           int64_t t) {
+__device__ __forceinline__ void mla_kv_row(const MlaCall& c, const MlaAccess& a, int64_t t) {
   constexpr int kWarp = kGpuWarp;
   __shared__ __align__(16) float red[kMlaThreads / kWarp];
   __shared__ float unused[1];
   const int32_t l = int32_t(c.rank), r = int32_t(c.rope), tid = int32_t(threadIdx.x);
   const char* x = c.kv + t * c.kv_stride;
-  char* dst = mla_cache_row(c, s);
   const int32_t p_count = int32_t(math::reduction_partials(l));
   const int32_t pv = p_count > kMlaThreads ? p_count / kMlaThreads : 1;
   float part[kMlaMaxPv];
@@ -169,6 +166,13 @@ __device__ __forceinline__ void mla_kv_row(const MlaCall& c, const MlaAccess& a,
   const float inv = row_reduce_finish<kWarp, false, true>(
       part[0], tid, kMlaThreads, 0, red, [](float u, float v) { return math::add_rn(u, v); },
       [&](float ss) { return math::inv_rms(ss, l_f, eps); }, unused);
+  MlaSlot s;
+  if (mla_locate(c, t, &s) != MlaLocate::kOk) {
+    if (tid == 0 && c.invalid_tokens != nullptr) atomicAdd(c.invalid_tokens, 1);
+    return;
+  }
+  char* dst = mla_cache_row(c, s);
+  const char* cs = c.cos_sin + s.pos * c.cs_stride;
   const float ks = mla_k_scale(c);
   for (int32_t i = tid; i < l; i += kMlaThreads) {
     const float g = math::add_rn(mla_load(c.w_type, c.weight, i, a.w), c.weight_offset);
@@ -190,24 +194,22 @@ __global__ void __launch_bounds__(kMlaThreads)
     mla_rope_rmsnorm_quant_kernel(FN_GRID_CONSTANT const MlaCall c, const MlaAccess a) {
   const uint32_t token = blockIdx.x / a.per_token, part = blockIdx.x - token * a.per_token;
   const int64_t t = int64_t(token);
-  MlaSlot s;
-  if (mla_locate(c, t, &s) != MlaLocate::kOk) {
-    if (part == 0 && threadIdx.x == 0 && c.invalid_tokens != nullptr) atomicAdd(c.invalid_tokens, 1);
-    return;  // a uniform exit: every thread of the block skips the token
-  }
-  const char* cs = c.cos_sin + s.pos * c.cs_stride;
   if (part == 0) {
-    mla_kv_row<kIn>(c, a, s, cs, t);
+    mla_kv_row<kIn>(c, a, t);
     return;
   }
   const int32_t units = int32_t(c.rope / 8);
   const int32_t unit = int32_t(part - 1) * kMlaThreads + int32_t(threadIdx.x);
   if (unit >= int32_t(c.heads) * units) return;
   const int32_t h = unit / units, u = unit - h * units;
-  const char* x = c.q + t * c.q_stride_t + h * c.q_stride_h;
+  QUnit<kIn> q;
+  q.load(c, a, c.q + t * c.q_stride_t + h * c.q_stride_h, u);  // in flight while the slot is located
+  MlaSlot s;
+  if (mla_locate(c, t, &s) != MlaLocate::kOk) return;  // skipped (counted by the token's kv block)
+  const char* cs = c.cos_sin + s.pos * c.cs_stride;
   char* o = c.q_out + t * c.qo_stride_t + h * c.qo_stride_h;
-  if (c.cs_type == DType::kF32) mla_q_unit<kIn, CsF32>(c, a, x, o, cs, u);
-  else mla_q_unit<kIn, CsBF16>(c, a, x, o, cs, u);
+  if (c.cs_type == DType::kF32) q.template finish<CsF32>(c, a, o, cs, u);
+  else q.template finish<CsBF16>(c, a, o, cs, u);
 }
 
 // ---------------------------------------------------------------- host

@@ -13,8 +13,9 @@
  *   options pointer may be NULL, which means the defaults that the *_init function sets (listed
  *   with each struct below);
  * - aliasing: no two tensors of a call may share a byte of memory. The only in-place forms are the
- *   residual of fusednorm_rmsnorm_quant, one tensor both read and written, and the outputs of
- *   qk_rmsnorm passed as their input (the very same view). A tensor's bytes are
+ *   residuals of fusednorm_rmsnorm_quant and fusednorm_rmsnorm_fp4 and q of
+ *   fusednorm_mla_rope_rmsnorm_quant (q_out NULL), each one tensor both read and written, and the
+ *   outputs of qk_rmsnorm passed as their input (the very same view). A tensor's bytes are
  *   [data + byte_offset, one past the last byte of its last element), from its shape, strides and
  *   dtype (f4e2m1: two elements a byte); an empty tensor (a zero dimension) has none. The check is
  *   by range intersection, so two interleaved views of one buffer (e.g. even and odd rows) are
@@ -402,6 +403,8 @@ FUSEDNORM_API void fusednorm_mla_rope_rmsnorm_quant_options_init(fusednorm_mla_r
  *               finite); in
  *   invalid_tokens [1] int32, or NULL: see "index values" below; out (GPU only)
  * L (the kv_lora_rank) and R (the rope head dim) are multiples of 8 and at least 8; page_size >= 1.
+ * The index tensors and invalid_tokens must be aligned to their element size (INVALID_ARGUMENT
+ * otherwise). GPU: UNSUPPORTED when L + R > 2^30 or T * (1 + ceil(Hq * R / 2048)) >= 2^31.
  * Tokens, heads and sequences may be zero (a call that writes nothing).
  * Aliasing: no two tensors overlap (q with q_out NULL is the one tensor read and written in place);
  * the call writes whole rows of L + R codes into the cache and nothing else of it.

@@ -65,6 +65,14 @@ class RmsnormQuantOptions(ctypes.Structure):  # fusednorm_rmsnorm_quant_options
                 ("min_scale", ctypes.c_float), ("qmax", ctypes.c_float)]
 
 
+ROPE_INTERLEAVED, ROPE_NEOX = 0, 1
+
+
+class MlaRopeRmsnormQuantOptions(ctypes.Structure):  # fusednorm_mla_rope_rmsnorm_quant_options
+    _fields_ = [("struct_size", ctypes.c_size_t), ("rope_style", ctypes.c_int32), ("reserved0", ctypes.c_int32),
+                ("eps", ctypes.c_float), ("weight_offset", ctypes.c_float)]
+
+
 def load(path):
     """ctypes.CDLL(path) with the signature of every entry point used by the scripts declared."""
     lib = ctypes.CDLL(path)
@@ -77,6 +85,13 @@ def load(path):
     lib.fusednorm_rmsnorm_quant.restype = ctypes.c_int
     lib.fusednorm_rmsnorm_quant_options_init.argtypes = [P(RmsnormQuantOptions)]
     lib.fusednorm_rmsnorm_quant_options_init.restype = None
+    # q, q_out, kv, weight, cos_sin, positions, row_offsets, cache_len, page_table, kv_cache, k_scale,
+    # invalid_tokens (NULL: None), options, stream
+    lib.fusednorm_mla_rope_rmsnorm_quant.argtypes = [P(DLTensor)] * 12 + [P(MlaRopeRmsnormQuantOptions),
+                                                                         ctypes.c_void_p]
+    lib.fusednorm_mla_rope_rmsnorm_quant.restype = ctypes.c_int
+    lib.fusednorm_mla_rope_rmsnorm_quant_options_init.argtypes = [P(MlaRopeRmsnormQuantOptions)]
+    lib.fusednorm_mla_rope_rmsnorm_quant_options_init.restype = None
     lib.fusednorm_last_error.argtypes = []
     lib.fusednorm_last_error.restype = ctypes.c_char_p
     lib.fusednorm_version.argtypes = [ctypes.c_void_p] * 3
