@@ -68,7 +68,8 @@ def rmsnorm_fp4(x: Array, weight: Optional[Array] = ..., *, format: Fp4Format = 
 def rmsnorm_fp4_into(x: Array, weight: Optional[Array], output: Array, scales: Array, *,
                      global_scale: Union[None, float, Array] = ..., residual: Optional[Array] = ...,
                      format: Fp4Format = ..., scale_layout: Fp4ScaleLayout = ..., norm: Literal["rms", "none"] = ...,
-                     eps: Optional[float] = ..., weight_offset: Optional[float] = ..., stream: Stream = ...) -> None: ...
+                     eps: Optional[float] = ..., weight_offset: Optional[float] = ...,
+                     stream: Stream = ...) -> None: ...
 def rmsnorm_fp4_shapes(shape: Sequence[int], format: Fp4Format = ...,
                        scale_layout: Fp4ScaleLayout = ...) -> Tuple[Tuple[int, ...], Tuple[int, ...]]: ...
 def dequantize_fp4(codes: Array, scales: Array, *, global_scale: Union[None, float, Array] = ...,

@@ -404,7 +404,8 @@ def dequantize_fp4_into(codes, scales, output, *, global_scale=None, format="nvf
     o = _dequantize_fp4_options(format, scale_layout)
     finishers = []
     args = (_arg_in(codes, _F4, "codes"), _arg_in(scales, _fp4_scale_fmt(format), "scales"),
-            _arg_in(_global_scale(global_scale, codes), None, "global_scale"), _arg_out(output, _opt_format(dtype), finishers))
+            _arg_in(_global_scale(global_scale, codes), None, "global_scale"),
+            _arg_out(output, _opt_format(dtype), finishers))
     check(_C.dequantize_fp4(*args, o, _stream(stream, codes)))
     for f in finishers:
         f()

@@ -330,7 +330,8 @@ def test_rmsnorm_fp4_bad_call_writes_nothing(fw, what, change, exc, fragments, t
 
 def test_functional_bad_call_raises(fw):
     x = make(fw, np.ones((4, 48), np.float32))
-    with pytest.raises(fusednorm.InvalidArgumentError, match=r"input H = 48 is not a multiple of the MXFP4 block \(32\)"):
+    with pytest.raises(fusednorm.InvalidArgumentError,
+                       match=r"input H = 48 is not a multiple of the MXFP4 block \(32\)"):
         fusednorm.rmsnorm_fp4(x, make(fw, np.ones(48, np.float32)), format="mxfp4")
 
 
