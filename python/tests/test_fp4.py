@@ -83,6 +83,11 @@ def test_oracle_covers_the_edge_cases():
     assert (codes(q_mx)[2, 32:64] != 0).any()        # ... the tiny one still gets codes (r = 2^127)
     assert codes(oracle.e8m0_up_bits(np.float32([1.0, 1.0000001, 2.0 ** -127, 2.0 ** -140, 0.0, 3e38]))).tolist() \
         == [127, 128, 0, 0, 0, 0xFE]
+    # ml_dtypes 0.5/0.6 casts f32 -> float8_e4m3fn to NaN from 464 up and float4_e2m1fn's NaN to -0:
+    # the oracle's encoders saturate and give +0, as numerics.md §1 says
+    assert codes(oracle.e4m3fn_saturating(np.float32([448, 470, np.inf, -1e9, np.nan]))).tolist() \
+        == [0x7E, 0x7E, 0x7E, 0xFE, 0x7F]
+    assert codes(oracle.e2m1(np.float32([np.nan, 6.5, -np.inf, -0.0, 0.25, 0.75]))).tolist() == [0, 7, 15, 8, 0, 2]
 
 
 @pytest.mark.parametrize("global_scale", [0.37, 100.0, "array"])
@@ -113,6 +118,11 @@ def test_swizzled_scales_are_the_row_major_ones_tiled(fw, format):
     want_q, want_s, _ = oracle.rmsnorm_fp4(x, w, in_fmt="float16", format=format)
     check_same(codes(s_rm).reshape(130, 5), codes(want_s), "scales")
     check_same(fp4_codes(q_rm).reshape(130, h), codes(want_q), "q")
+    # out=: any compact tensor of fp4_swizzled_size elements, here 1-D uint8 bytes
+    flat = make(fw, np.full(256 * 8, 0xAB, np.uint8))
+    fusednorm.rmsnorm_fp4(x3, make(fw, w), format=format, scale_layout="swizzled",
+                          out=(make(fw, np.zeros((2, 65, h // 2), np.uint8)), flat))
+    check_same(codes(flat), codes(s_sw).reshape(-1), "swizzled scales, 1-D out=")
 
 
 def test_swizzled_size_and_shapes_agree_with_the_library():
