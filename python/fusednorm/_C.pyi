@@ -35,3 +35,23 @@ class RmsnormQuantOptions:
 
 def rmsnorm_quant(input: TensorArg, residual: TensorArg, weight: TensorArg, output: TensorArg, scales: TensorArg,
                   options: RmsnormQuantOptions, stream: int) -> Failure: ...
+
+class RmsnormFp4Options:
+    norm: int
+    format: int
+    scale_layout: int
+    eps: float
+    weight_offset: float
+    def __init__(self) -> None: ...
+
+def rmsnorm_fp4(input: TensorArg, residual: TensorArg, weight: TensorArg, output: TensorArg, scales: TensorArg,
+                global_scale: TensorArg, options: RmsnormFp4Options, stream: int) -> Failure: ...
+
+class DequantizeFp4Options:
+    format: int
+    scale_layout: int
+    def __init__(self) -> None: ...
+
+def dequantize_fp4(codes: TensorArg, scales: TensorArg, global_scale: TensorArg, output: TensorArg,
+                   options: DequantizeFp4Options, stream: int) -> Failure: ...
+def fp4_swizzled_size(rows: int, h: int, format: int) -> Union[int, Tuple[int, str]]: ...

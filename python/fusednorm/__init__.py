@@ -4,6 +4,8 @@ Operations (each a functional form that allocates its outputs in the caller's fr
 the caller's device, and an out= form that writes into arrays the caller owns):
   rmsnorm_quant(x, weight, dtype=..., scale_mode=..., ...) -> (q, scales)
   cast(src, dtype) -> dst
+  rmsnorm_fp4(x, weight, format="nvfp4"|"mxfp4", scale_layout=..., global_scale=...) -> (q, scales)
+  dequantize_fp4(q, scales, format=..., global_scale=...) -> y;  fp4_swizzled_size(rows, h, format)
 Queries: version(), backends(), cpu_target(). Errors: fusednorm.Error and one subclass per
 status of the C library, carrying its status and message. PyTorch: the operations are also
 torch.library custom ops (torch.ops.fusednorm.*, registered by importing fusednorm.torch, done
@@ -15,13 +17,16 @@ docs/numerics.md; this package: docs/python.md.
 from ._errors import (BackendUnavailableError, DeviceError, Error, InternalError, InvalidArgumentError,
                       UnsupportedError)
 from ._formats import FORMATS, Format, format_of
-from ._ops import (backends, cast, cast_into, cast_shapes, cpu_target, rmsnorm_quant, rmsnorm_quant_into,
-                   rmsnorm_quant_shapes, version)
+from ._ops import (backends, cast, cast_into, cast_shapes, cpu_target, dequantize_fp4, dequantize_fp4_into,
+                   dequantize_fp4_shapes, fp4_swizzled_size, rmsnorm_fp4, rmsnorm_fp4_into, rmsnorm_fp4_shapes,
+                   rmsnorm_quant, rmsnorm_quant_into, rmsnorm_quant_shapes, version)
 
 __version__ = version()
 
 __all__ = [
     "BackendUnavailableError", "DeviceError", "Error", "FORMATS", "Format", "InternalError",
     "InvalidArgumentError", "UnsupportedError", "backends", "cast", "cast_into", "cast_shapes",
-    "cpu_target", "format_of", "rmsnorm_quant", "rmsnorm_quant_into", "rmsnorm_quant_shapes", "version",
+    "cpu_target", "dequantize_fp4", "dequantize_fp4_into", "dequantize_fp4_shapes", "format_of",
+    "fp4_swizzled_size", "rmsnorm_fp4", "rmsnorm_fp4_into", "rmsnorm_fp4_shapes", "rmsnorm_quant",
+    "rmsnorm_quant_into", "rmsnorm_quant_shapes", "version",
 ]

@@ -6,6 +6,8 @@ Array = Any  # NumPy array, torch.Tensor, or any object with __dlpack__
 DType = Union[str, Any]  # a name ("float8_e4m3fn", "f8e4m3fn"), a NumPy/ml_dtypes dtype, a torch.dtype
 Stream = Union[None, int, Any]  # a handle, torch.cuda.Stream or a CuPy stream; None: the framework's current
 ScaleMode = Literal["row", "group", "static", "dynamic_row", "dynamic_group"]
+Fp4Format = Literal["nvfp4", "mxfp4"]
+Fp4ScaleLayout = Literal["row_major", "row-major", "swizzled"]
 
 __version__: str
 
@@ -58,3 +60,23 @@ def rmsnorm_quant_into(x: Array, weight: Optional[Array], output: Array, scales:
                        min_scale: Optional[float] = ..., qmax: Optional[float] = ..., stream: Stream = ...) -> None: ...
 def rmsnorm_quant_shapes(shape: Sequence[int], scale_mode: ScaleMode = ..., group_size: Optional[int] = ...,
                          packed_scales: bool = ...) -> Tuple[Tuple[int, ...], Optional[Tuple[int, ...]]]: ...
+
+def rmsnorm_fp4(x: Array, weight: Optional[Array] = ..., *, format: Fp4Format = ..., scale_layout: Fp4ScaleLayout = ...,
+                global_scale: Union[None, float, Array] = ..., residual: Optional[Array] = ...,
+                norm: Literal["rms", "none"] = ..., eps: Optional[float] = ..., weight_offset: Optional[float] = ...,
+                out: Optional[Tuple[Array, Array]] = ..., stream: Stream = ...) -> Tuple[Array, Array]: ...
+def rmsnorm_fp4_into(x: Array, weight: Optional[Array], output: Array, scales: Array, *,
+                     global_scale: Union[None, float, Array] = ..., residual: Optional[Array] = ...,
+                     format: Fp4Format = ..., scale_layout: Fp4ScaleLayout = ..., norm: Literal["rms", "none"] = ...,
+                     eps: Optional[float] = ..., weight_offset: Optional[float] = ...,
+                     stream: Stream = ...) -> None: ...
+def rmsnorm_fp4_shapes(shape: Sequence[int], format: Fp4Format = ...,
+                       scale_layout: Fp4ScaleLayout = ...) -> Tuple[Tuple[int, ...], Tuple[int, ...]]: ...
+def dequantize_fp4(codes: Array, scales: Array, *, global_scale: Union[None, float, Array] = ...,
+                   format: Fp4Format = ..., scale_layout: Fp4ScaleLayout = ..., dtype: Optional[DType] = ...,
+                   out: Optional[Array] = ..., stream: Stream = ...) -> Array: ...
+def dequantize_fp4_into(codes: Array, scales: Array, output: Array, *, global_scale: Union[None, float, Array] = ...,
+                        format: Fp4Format = ..., scale_layout: Fp4ScaleLayout = ..., dtype: Optional[DType] = ...,
+                        stream: Stream = ...) -> None: ...
+def dequantize_fp4_shapes(shape: Sequence[int]) -> Tuple[int, ...]: ...
+def fp4_swizzled_size(rows: int, h: int, format: Fp4Format = ...) -> int: ...

@@ -212,4 +212,63 @@ NB_MODULE(_C, m) {
       },
       nb::arg("input"), nb::arg("residual").none(), nb::arg("weight").none(), nb::arg("output"),
       nb::arg("scales").none(), nb::arg("options"), nb::arg("stream"));
+
+  // ------------------------------------------------------------------ rmsnorm_fp4, dequantize_fp4
+  nb::class_<fusednorm_rmsnorm_fp4_options>(m, "RmsnormFp4Options",
+                                            "fusednorm_rmsnorm_fp4_options, with the library's defaults")
+      .def("__init__", [](fusednorm_rmsnorm_fp4_options* o) {
+        new (o) fusednorm_rmsnorm_fp4_options{};
+        fusednorm_rmsnorm_fp4_options_init(o);
+      })
+      .def_rw("norm", &fusednorm_rmsnorm_fp4_options::norm)
+      .def_rw("format", &fusednorm_rmsnorm_fp4_options::format)
+      .def_rw("scale_layout", &fusednorm_rmsnorm_fp4_options::scale_layout)
+      .def_rw("eps", &fusednorm_rmsnorm_fp4_options::eps)
+      .def_rw("weight_offset", &fusednorm_rmsnorm_fp4_options::weight_offset);
+  m.def(
+      "rmsnorm_fp4",
+      [](nb::handle input, nb::handle residual, nb::handle weight, nb::handle output, nb::handle scales,
+         nb::handle global_scale, const fusednorm_rmsnorm_fp4_options& o, uintptr_t stream) {
+        Tensor in(input, "input", false), res(residual, "residual", true), w(weight, "weight", false),
+            out(output, "output", true), sc(scales, "scales", true), gs(global_scale, "global_scale", false);
+        return run([&] {
+          return fusednorm_rmsnorm_fp4(in.get(), res.get(), w.get(), out.get(), sc.get(), gs.get(), &o,
+                                       stream_ptr(stream));
+        });
+      },
+      nb::arg("input"), nb::arg("residual").none(), nb::arg("weight").none(), nb::arg("output"), nb::arg("scales"),
+      nb::arg("global_scale").none(), nb::arg("options"), nb::arg("stream"));
+
+  nb::class_<fusednorm_dequantize_fp4_options>(m, "DequantizeFp4Options",
+                                               "fusednorm_dequantize_fp4_options, with the library's defaults")
+      .def("__init__", [](fusednorm_dequantize_fp4_options* o) {
+        new (o) fusednorm_dequantize_fp4_options{};
+        fusednorm_dequantize_fp4_options_init(o);
+      })
+      .def_rw("format", &fusednorm_dequantize_fp4_options::format)
+      .def_rw("scale_layout", &fusednorm_dequantize_fp4_options::scale_layout);
+  m.def(
+      "dequantize_fp4",
+      [](nb::handle codes, nb::handle scales, nb::handle global_scale, nb::handle output,
+         const fusednorm_dequantize_fp4_options& o, uintptr_t stream) {
+        Tensor c(codes, "codes", false), sc(scales, "scales", false), gs(global_scale, "global_scale", false),
+            out(output, "output", true);
+        return run([&] {
+          return fusednorm_dequantize_fp4(c.get(), sc.get(), gs.get(), out.get(), &o, stream_ptr(stream));
+        });
+      },
+      nb::arg("codes"), nb::arg("scales"), nb::arg("global_scale").none(), nb::arg("output"), nb::arg("options"),
+      nb::arg("stream"));
+
+  // The byte count of swizzled scales: an int, or (status, message) on failure.
+  m.def(
+      "fp4_swizzled_size",
+      [](int64_t rows, int64_t h, int32_t format) -> nb::object {
+        int64_t bytes = 0;
+        const fusednorm_status status = fusednorm_fp4_swizzled_size(rows, h, format, &bytes);
+        if (status != FUSEDNORM_SUCCESS)
+          return nb::make_tuple(static_cast<int>(status), std::string(fusednorm_last_error()));
+        return nb::cast(bytes);
+      },
+      nb::arg("rows"), nb::arg("h"), nb::arg("format"));
 }

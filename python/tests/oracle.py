@@ -102,15 +102,12 @@ def sum_squares(x):
     return part[:, 0]
 
 
-def rmsnorm_quant(x, weight, residual=None, *, in_fmt="float32", dtype="float8_e4m3fn", scale_mode="row",
-                  group_size=128, scale=None, scale_dtype="float32", norm="rms", eps=1e-6, weight_offset=0.0,
-                  scale_ub=np.inf, min_scale=0.0, qmax=None):
-    """numerics.md §3 for x [rows, H] (NumPy/ml_dtypes elements of in_fmt). Returns (q, scales,
-    new residual): q as ml_dtypes/NumPy elements, scales [rows, units] as scale_dtype elements
-    (None for a static scale)."""
+def normalize(x, weight, residual=None, *, in_fmt="float32", norm="rms", eps=1e-6, weight_offset=0.0):
+    """Steps 1 and 2 of numerics.md §3 for x [rows, H]: (y as float32, the new residual as in_fmt
+    elements or None). Quant-only (norm="none"): y = x."""
     f32 = np.float32
     xf = np.asarray(x).astype(f32)
-    rows, h = xf.shape
+    h = xf.shape[1]
     new_res = None
     if residual is not None:
         with np.errstate(all="ignore"):
@@ -125,6 +122,18 @@ def rmsnorm_quant(x, weight, residual=None, *, in_fmt="float32", dtype="float8_e
             y = ((xf * inv[:, None]).astype(f32) * g[None, :]).astype(f32)
         else:
             y = xf.copy()
+    return y, new_res
+
+
+def rmsnorm_quant(x, weight, residual=None, *, in_fmt="float32", dtype="float8_e4m3fn", scale_mode="row",
+                  group_size=128, scale=None, scale_dtype="float32", norm="rms", eps=1e-6, weight_offset=0.0,
+                  scale_ub=np.inf, min_scale=0.0, qmax=None):
+    """numerics.md §3 for x [rows, H] (NumPy/ml_dtypes elements of in_fmt). Returns (q, scales,
+    new residual): q as ml_dtypes/NumPy elements, scales [rows, units] as scale_dtype elements
+    (None for a static scale)."""
+    f32 = np.float32
+    y, new_res = normalize(x, weight, residual, in_fmt=in_fmt, norm=norm, eps=eps, weight_offset=weight_offset)
+    rows, h = y.shape
     default_qmax = FP8_MAX[dtype]
     qm = f32(default_qmax if qmax is None else qmax)
     if scale_mode == "static":
@@ -154,6 +163,103 @@ def rmsnorm_quant(x, weight, residual=None, *, in_fmt="float32", dtype="float8_e
         if qmax is not None:
             v = np.where(np.isnan(v), v, np.clip(v, -qm, qm)).astype(f32)
     return enc(v, dtype), stored, new_res
+
+
+# ------------------------------------------------------------------------------ rmsnorm_fp4
+
+FP4_BLOCK = {"nvfp4": 16, "mxfp4": 32}
+FP4_SCALE_FORMAT = {"nvfp4": "float8_e4m3fn", "mxfp4": "float8_e8m0fnu"}
+
+
+def e4m3fn_saturating(v):
+    """enc_f8e4m3fn: ml_dtypes' f32 -> float8_e4m3fn cast does not saturate (it gives NaN, 0x7F,
+    from 464 up and for Inf), so |v| is clamped to 448 first; NaN gives 0x7F."""
+    v = np.asarray(v, np.float32)
+    with np.errstate(all="ignore"):
+        out = np.where(np.isnan(v), v, np.clip(v, -448.0, 448.0)).astype(np.float32).astype(np_dtype("float8_e4m3fn"))
+    return np.where(np.isnan(v), np.uint8(0x7F), out.view(np.uint8)).view(np_dtype("float8_e4m3fn"))
+
+
+def e2m1(v):
+    """enc_f4e2m1 as ml_dtypes.float4_e2m1fn elements: ml_dtypes' cast saturates (beyond ±6, ±Inf:
+    ±6) but sends NaN to -0 (0x8), where the spec says +0."""
+    v = np.asarray(v, np.float32)
+    with np.errstate(all="ignore"):
+        out = v.astype(np_dtype("float4_e2m1fn")).view(np.uint8)
+    return np.where(np.isnan(v), np.uint8(0), out).view(np_dtype("float4_e2m1fn"))
+
+
+def e8m0_up_bits(v):
+    """enc_e8m0_up (the smallest power of two >= v) on the f32 bits alone: a normal v = 1.m x 2^(e-127)
+    rounds up to 2^(e-127) when m = 0, else to 2^(e-126): code e + (m != 0); a subnormal m x 2^-149
+    rounds up to 2^(bit_length(m-1) - 149): code bit_length(m-1) - 22, at least 0 (2^-127).
+    v <= 0 -> 0; above 2^127 (and +Inf) -> 0xFE; NaN -> 0xFF."""
+    bits = np.asarray(v, np.float32).reshape(-1).view(np.uint32)
+    out = np.empty(bits.shape, np.uint8)
+    for i, b in enumerate(bits.tolist()):
+        e, m = (b >> 23) & 0xFF, b & 0x7FFFFF
+        if b >> 31 or b == 0:
+            code = 0xFF if e == 0xFF and m else 0
+        elif e == 0xFF:
+            code = 0xFF if m else 0xFE
+        elif e == 0:
+            code = max((m - 1).bit_length() - 22, 0)
+        else:
+            code = min(e + (m != 0), 0xFE)
+        out[i] = code
+    return out.reshape(np.shape(v)).view(np_dtype("float8_e8m0fnu"))
+
+
+def rmsnorm_fp4(x, weight, residual=None, *, in_fmt="float32", format="nvfp4", global_scale=None, norm="rms",
+                eps=1e-6, weight_offset=0.0):
+    """numerics.md §3b for x [rows, H]. Returns (q [rows, H] as ml_dtypes.float4_e2m1fn elements, one
+    a byte; row-major scales [rows, H/block] as float8_e4m3fn / float8_e8m0fnu; the new residual)."""
+    f32 = np.float32
+    y, new_res = normalize(x, weight, residual, in_fmt=in_fmt, norm=norm, eps=eps, weight_offset=weight_offset)
+    rows, h = y.shape
+    block = FP4_BLOCK[format]
+    amax_bits = (y.reshape(rows, h // block, block).view(np.uint32) & 0x7FFFFFFF).max(axis=2).astype(np.uint32)
+    a = amax_bits.view(f32)
+    nonfinite = amax_bits >= 0x7F800000
+    with np.errstate(all="ignore"):
+        if format == "nvfp4":
+            gs = f32(1.0 if global_scale is None else global_scale)
+            sf = e4m3fn_saturating(((gs * a).astype(f32) / f32(6)).astype(f32))
+            sf = np.where(nonfinite, np.uint8(0x7F), sf.view(np.uint8)).view(sf.dtype)
+            dec = sf.astype(f32)
+            r = np.where(nonfinite | (dec == 0), f32(0), (gs / dec).astype(f32)).astype(f32)
+        else:
+            sf = e8m0_up_bits((a / f32(6)).astype(f32))
+            sf = np.where(nonfinite, np.uint8(0xFF), sf.view(np.uint8)).view(sf.dtype)
+            dec = sf.astype(f32)
+            zero = (sf.view(np.uint8) == 0) & (a == 0)
+            r = np.where(nonfinite | zero, f32(0), (f32(1) / dec).astype(f32)).astype(f32)
+        v = (y * np.repeat(r, block, axis=1)).astype(f32)
+    return e2m1(v), sf, new_res
+
+
+def swizzle(scales):
+    """Row-major scales [rows, blocks] in the 128x4 tiled layout (numerics.md §3b): a uint8 array
+    [ceil(rows/128)*128, 4*kt], kt = ceil(blocks/4), padding 0."""
+    b = codes(scales)
+    rows, blocks = b.shape
+    kt = -(-blocks // 4)
+    out = np.zeros(-(-rows // 128) * 128 * 4 * kt, np.uint8)
+    m, k = np.meshgrid(np.arange(rows), np.arange(blocks), indexing="ij")
+    off = (m // 128) * kt * 512 + (k // 4) * 512 + (m % 32) * 16 + ((m % 128) // 32) * 4 + k % 4
+    out[off] = b
+    return out.reshape(-1, 4 * kt)
+
+
+def dequantize_fp4(q, scales, *, format="nvfp4", global_scale=None, dtype="float32"):
+    """rn_out((dec(q) x dec(sf)) / gs) for q [rows, H] (float4_e2m1fn elements, one a byte) and
+    row-major scales [rows, H/block] (ml_dtypes elements)."""
+    f32 = np.float32
+    gs = f32(1.0 if global_scale is None else global_scale)
+    s = np.repeat(np.asarray(scales).astype(f32), FP4_BLOCK[format], axis=1)
+    with np.errstate(all="ignore"):
+        v = ((np.asarray(q).astype(f32) * s).astype(f32) / gs).astype(f32)
+    return enc(v, dtype)
 
 
 # ------------------------------------------------------------------------------ frameworks
