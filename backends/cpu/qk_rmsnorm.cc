@@ -40,6 +40,7 @@ HWY_NOINLINE void QkApplyGroup(const char* x, const float* g, float inv_s, char*
 template <class InT>
 void QkSideRows(const QkRmsnormCall& c, const QkSide& s, int j, int64_t r0, int64_t r1, const float* g) {
   float* part = Scratch(1, size_t(math::reduction_partials(s.group)));
+  float* inv = Scratch(2, size_t(s.width / s.group));  // per group: the sum, then inv
   const int64_t group_bytes = s.group * InT::kBytes;
   for (int64_t r = r0; r < r1; ++r) {
     const char* x = row_ptr(c.lead, s.in, r);
@@ -55,8 +56,12 @@ void QkSideRows(const QkRmsnormCall& c, const QkSide& s, int j, int64_t r0, int6
       QkApplyGroup<InT>(x, g, qk_inv_rms(c, s, stat), out, s.width);
       continue;
     }
-    for (int64_t b = 0; b < s.width; b += s.group, x += group_bytes, out += group_bytes)
-      QkApplyGroup<InT>(x, g, qk_inv_rms(c, s, SumSquares<InT, false>(x, nullptr, s.group, part)), out, s.group);
+    // Every group's sum, then every inv (independent divisions and square roots, which
+    // pipeline), then the apply pass: one head's latency does not wait for another's.
+    const int64_t groups = s.width / s.group;
+    for (int64_t h = 0; h < groups; ++h) inv[h] = SumSquares<InT, false>(x + h * group_bytes, nullptr, s.group, part);
+    for (int64_t h = 0; h < groups; ++h) inv[h] = qk_inv_rms(c, s, inv[h]);
+    for (int64_t h = 0; h < groups; ++h) QkApplyGroup<InT>(x + h * group_bytes, g, inv[h], out + h * group_bytes, s.group);
   }
 }
 
