@@ -7,8 +7,9 @@
 // partial sums 8t .. 8t+7 of the canonical reduction (docs/numerics.md §2), i.e. elements
 // s*P + 8t + j for steps s < S = ceil(G / P), accumulated in step order; the tree continues in
 // registers, across the group's lanes (shfl_xor) and across its warps (row_reduce_finish,
-// reduce.cuh). The first kRegSteps steps stay in registers for the apply pass; later ones (G
-// above 8 P: rows past 16384 elements, or f32 rows of more than 4 steps) are read again (L1/L2).
+// reduce.cuh). The first kQkRegSteps = 4 steps (32 elements: G = 4 P, e.g. 512, 4096, 8192,
+// 16384, heads of 64 to 256) stay in registers for the apply pass; later steps (G of 5 to 8 steps,
+// e.g. 1536, 5120, 7168, or above 16384) are read again, from L1/L2.
 // Blocks hold groups of one side only: q's groups first, then k's (both sides in one launch);
 // the grid is persistent and walks over the blocks' batches. Nothing of a group's arithmetic
 // depends on the grid, the row count or the other side (batch invariance).
@@ -61,10 +62,7 @@ struct QkFinish {
   __device__ __forceinline__ float operator()(float ss) const { return stats ? ss : qk_inv_rms(*c, *s, ss); }
 };
 
-template <DType kIn>
-struct QkRegSteps {
-  static constexpr int value = 4;
-};
+constexpr int kQkRegSteps = 4;  // 116 registers with 16-bit inputs, no spill (sm_90a); 8 spilled
 
 // x^2 of a vector's 8 elements added to this thread's 8 partials (canonical order: step by step).
 template <DType kIn>
@@ -109,7 +107,7 @@ __global__ void __launch_bounds__(kQkMaxBlock)
     qk_rmsnorm_kernel(FN_GRID_CONSTANT const QkRmsnormCall c, FN_GRID_CONSTANT const QkLaunch L) {
   using In = InTraits<kIn>;
   constexpr int kW = Vec<In::kBytes, kQkVec>::kWords;
-  constexpr int kRegSteps = QkRegSteps<kIn>::value;
+  constexpr int kRegSteps = kQkRegSteps;
   __shared__ __align__(16) float red[2][kQkMaxBlock / kGpuWarp];
   __shared__ float inv_of_group[2][kQkMaxBlock];
   gpu_wait_for_previous_grid();
