@@ -8,6 +8,8 @@
 #include <catch2/catch.hpp>
 #include <tbb/task_arena.h>
 
+#include <thread>
+
 #include "common/qk_case.h"
 #include "common/targets.h"
 
@@ -145,6 +147,36 @@ TEST_CASE("qk_rmsnorm: results depend neither on the thread count nor on the oth
       REQUIRE(memcmp(a.qo->row(0), one->qo->row(r), size_t(s.nq * 2)) == 0);
       REQUIRE(memcmp(a.ko->row(0), one->ko->row(r), size_t(s.nk * 2)) == 0);
     }
+  }
+}
+
+// Threads calling at once (oneTBB's workers run blocks of different calls in turn): each call
+// gets its own weights' gamma' (the per-thread cache is keyed by the call), so every result
+// equals the reference's. Failures are collected per thread (Catch2 is not thread-safe).
+TEST_CASE("qk_rmsnorm: concurrent calls with different weights and modes", "[qk_rmsnorm][cpu]") {
+  constexpr int kThreads = 6;
+  std::vector<std::unique_ptr<QkTensors>> cases, refs;
+  std::mt19937_64 rng(27);
+  for (int i = 0; i < kThreads; ++i) {
+    cases.push_back(std::make_unique<QkTensors>(QkSpec::of({64}, 1024, 256, i % 2 ? 128 : 0)));
+    cases.back()->fill_random(rng);
+    refs.push_back(cases.back()->clone());
+    REQUIRE(refs.back()->run(QkKind::kFused, true) == FUSEDNORM_SUCCESS);
+  }
+  std::vector<std::string> failures(kThreads);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i)
+    threads.emplace_back([&, i] {
+      for (int it = 0; it < 8 && failures[size_t(i)].empty(); ++it) {
+        auto t = cases[size_t(i)]->clone();
+        if (t->run(QkKind::kFused) != FUSEDNORM_SUCCESS) failures[size_t(i)] = fusednorm_last_error();
+        else failures[size_t(i)] = t->compare(*refs[size_t(i)]);
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < kThreads; ++i) {
+    INFO("thread " << i);
+    CHECK(failures[size_t(i)] == "");
   }
 }
 
