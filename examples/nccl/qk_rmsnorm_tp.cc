@@ -259,7 +259,8 @@ void upload(Rank& r, const Problem& p) {
   CHECK_CUDA(cudaMemcpyAsync(r.full_qkv, p.qkv.data(), p.qkv.size(), cudaMemcpyHostToDevice, r.stream));
   CHECK_CUDA(cudaMemcpyAsync(r.full_qw, p.qw.data(), p.qw.size(), cudaMemcpyHostToDevice, r.stream));
   CHECK_CUDA(cudaMemcpyAsync(r.full_kw, p.kw.data(), p.kw.size(), cudaMemcpyHostToDevice, r.stream));
-  CHECK_FN(fusednorm_qk_rmsnorm(&r.fq.dl, &r.fk.dl, &r.fwq.dl, &r.fwk.dl, &r.foq.dl, &r.fok.dl, nullptr, r.stream));
+  CHECK_FN(fusednorm_qk_rmsnorm(&r.fq.dl, &r.fk.dl, &r.fwq.dl, &r.fwk.dl, &r.foq.dl, &r.fok.dl, nullptr, nullptr,
+                                r.stream));
   CHECK_FN(fusednorm_qk_rmsnorm_stats(&r.fq.dl, &r.fk.dl, &r.fst.dl, nullptr, r.stream));
   CHECK_CUDA(cudaStreamSynchronize(r.stream));
 }
@@ -282,8 +283,8 @@ void enqueue_tp(std::vector<Rank>& ranks, const Problem& p) {
   CHECK_NCCL(ncclGroupEnd());
   for (Rank& r : ranks) {
     CHECK_CUDA(cudaSetDevice(r.device));
-    CHECK_FN(fusednorm_qk_rmsnorm_apply(&r.q.dl, &r.k.dl, &r.st.dl, &r.wq.dl, &r.wk.dl, &r.oq.dl, &r.ok.dl, &o,
-                                         r.stream));
+    CHECK_FN(fusednorm_qk_rmsnorm_apply(&r.q.dl, &r.k.dl, &r.st.dl, &r.wq.dl, &r.wk.dl, &r.oq.dl, &r.ok.dl, nullptr,
+                                         &o, r.stream));
   }
 }
 
