@@ -88,24 +88,24 @@ struct QkOut {
   }
 };
 
-// out[e0 .. e0+7] = rn((x * inv) * (w + offset)) of one vector of the group (FP8: its codes).
+// The weight words of one vector (f32: 8 words; f16/bf16: the first 4).
+__device__ __forceinline__ void qk_load_weights(const QkSide& s, const QkShape& sh, int32_t e0, int32_t G,
+                                                uint32_t ww[kQkVec]) {
+  if (s.w_type == DType::kF32) load_vec<4, kQkVec>(s.weight, e0, G, sh.access_w, ww);
+  else load_vec<2, kQkVec>(s.weight, e0, G, sh.access_w, ww);
+}
+
+// out[e0 .. e0+7] = rn((x * inv) * (w + offset)) of one vector of the group (FP8: its codes), from
+// its input words v and weight words ww.
 template <DType kIn, DType kOut>
 __device__ __forceinline__ void qk_apply_vec(const QkRmsnormCall& c, const QkSide& s, const QkShape& sh, int32_t e0,
-                                             int32_t G, const uint32_t* v, float inv, float rcp, char* out) {
+                                             int32_t G, const uint32_t* v, const uint32_t* ww, float inv, float rcp,
+                                             char* out) {
   using In = InTraits<kIn>;
   using Out = QkOut<kIn, kOut>;
   float g[kQkVec];
-  if (s.w_type == DType::kF32) {
-    uint32_t ww[Vec<4, kQkVec>::kWords];
-    load_vec<4, kQkVec>(s.weight, e0, G, sh.access_w, ww);
 #pragma unroll
-    for (int e = 0; e < kQkVec; ++e) g[e] = math::add_rn(math::float_of(ww[e]), c.weight_offset);
-  } else {
-    uint32_t ww[Vec<2, kQkVec>::kWords];
-    load_vec<2, kQkVec>(s.weight, e0, G, sh.access_w, ww);
-#pragma unroll
-    for (int e = 0; e < kQkVec; ++e) g[e] = math::add_rn(weight_elem(s.w_type, ww, e), c.weight_offset);
-  }
+  for (int e = 0; e < kQkVec; ++e) g[e] = math::add_rn(weight_elem(s.w_type, ww, e), c.weight_offset);
   constexpr int kPer = 4 / Out::kBytes;  // codes a word
   uint32_t o[Vec<Out::kBytes, kQkVec>::kWords];
 #pragma unroll
@@ -151,6 +151,15 @@ __global__ void __launch_bounds__(kQkMaxBlock)
     for (int st = 0; st < kRegSteps; ++st)
       if (active && st < S && st * P + kQkVec * t < G)
         load_vec<In::kBytes, kQkVec>(x, st * P + kQkVec * t, G, sh.access_in, w[st]);
+    // 16-bit inputs: the weights of those steps too (apply, fused), so that their latency overlaps
+    // the reduction's and no store of the apply pass stands between them and their use (f32
+    // inputs load them in the apply pass: with x's 32 words they would spill).
+    constexpr bool kEarlyWeights = kIn != DType::kF32;
+    uint32_t gw[kRegSteps][kQkVec];
+    if (kEarlyWeights && c.kind != QkKind::kStats)
+#pragma unroll
+      for (int st = 0; st < kRegSteps; ++st)
+        if (active && st < S && st * P + kQkVec * t < G) qk_load_weights(s, sh, st * P + kQkVec * t, G, gw[st]);
     gpu_allow_next_grid();
 
     float inv = 0.0f;
@@ -192,13 +201,16 @@ __global__ void __launch_bounds__(kQkMaxBlock)
       rcp = math::div_rn(1.0f, math::float_of(load_elem<4>(c.out_scales, j, L.access_scales)));
 #pragma unroll
     for (int st = 0; st < kRegSteps; ++st)
-      if (st < S && st * P + kQkVec * t < G)
-        qk_apply_vec<kIn, kOut>(c, s, sh, st * P + kQkVec * t, G, w[st], inv, rcp, out);
+      if (st < S && st * P + kQkVec * t < G) {
+        if (!kEarlyWeights) qk_load_weights(s, sh, st * P + kQkVec * t, G, gw[st]);
+        qk_apply_vec<kIn, kOut>(c, s, sh, st * P + kQkVec * t, G, w[st], gw[st], inv, rcp, out);
+      }
     for (int st = kRegSteps; st < S; ++st)
       if (st * P + kQkVec * t < G) {
-        uint32_t v[kW];
+        uint32_t v[kW], vw[kQkVec];
         load_vec<In::kBytes, kQkVec>(x, st * P + kQkVec * t, G, sh.access_in, v);
-        qk_apply_vec<kIn, kOut>(c, s, sh, st * P + kQkVec * t, G, v, inv, rcp, out);
+        qk_load_weights(s, sh, st * P + kQkVec * t, G, vw);
+        qk_apply_vec<kIn, kOut>(c, s, sh, st * P + kQkVec * t, G, v, vw, inv, rcp, out);
       }
   }
 }
