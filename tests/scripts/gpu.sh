@@ -34,8 +34,13 @@ if want build || want test || want sanitize || want bench || want compare || wan
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DFUSEDNORM_CUDA=ON \
     -DFUSEDNORM_CUDA_ARCHITECTURES="${FUSEDNORM_CUDA_ARCHITECTURES:-90a-real}" >"$out/configure.log" 2>&1 &&
     ninja -C build-gpu fusednorm fusednorm_cuda fusednorm-bench test_gpu_rmsnorm_quant test_gpu_concurrency \
-      test_rmsnorm_quant_cpu >"$out/build.log" 2>&1
+      test_rmsnorm_quant_cpu test_gpu_qk_rmsnorm test_qk_rmsnorm_cpu >"$out/build.log" 2>&1
   rc=$?
+  # qk_rmsnorm's NCCL example, where configure found NCCL (examples/CMakeLists.txt).
+  if [ $rc -eq 0 ] && ninja -C build-gpu -t targets all | grep -q '^fusednorm-qk-tp-nccl:'; then
+    ninja -C build-gpu fusednorm-qk-tp-nccl >>"$out/build.log" 2>&1
+    rc=$?
+  fi
   note "build: rc=$rc in $(( $(date +%s) - t0 )) s"
   [ $rc -eq 0 ] || { tail -30 "$out/build.log"; exit 1; }
 fi
@@ -52,6 +57,20 @@ if want test; then
   ./build-gpu/tests/test_gpu_concurrency >"$out/gpu_concurrency.log" 2>&1
   rc=$?; [ $rc -eq 0 ] || status=1
   note "gpu concurrency: rc=$rc in $(( $(date +%s) - t0 )) s: $(tail -2 "$out/gpu_concurrency.log" | tr '\n' ' ')"
+  # qk_rmsnorm: GPU == CPU, batch invariance, graph replay; the NCCL example with one rank, and
+  # with every GPU when there are several (docs/tensor_parallel.md).
+  t0=$(date +%s)
+  ./build-gpu/tests/test_gpu_qk_rmsnorm >"$out/gpu_qk_tests.log" 2>&1
+  rc=$?; [ $rc -eq 0 ] || status=1
+  note "gpu qk_rmsnorm tests: rc=$rc in $(( $(date +%s) - t0 )) s: $(tail -2 "$out/gpu_qk_tests.log" | tr '\n' ' ')"
+  if [ -x build-gpu/fusednorm-qk-tp-nccl ]; then
+    ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
+    for g in 1 $([ "$ngpu" -gt 1 ] && echo "$ngpu"); do
+      ./build-gpu/fusednorm-qk-tp-nccl --gpus "$g" >"$out/nccl_qk_tp_$g.log" 2>&1
+      rc=$?; [ $rc -eq 0 ] || status=1
+      note "nccl qk_rmsnorm TP, $g GPU(s): rc=$rc: $(tail -1 "$out/nccl_qk_tp_$g.log")"
+    done
+  fi
 fi
 
 if want sanitize; then
@@ -61,6 +80,12 @@ if want sanitize; then
       ./build-gpu/tests/test_gpu_rmsnorm_quant "~[large]" "~[graph]" >"$out/sanitizer_$tool.log" 2>&1
     rc=$?; [ $rc -eq 0 ] || status=1
     note "compute-sanitizer $tool: rc=$rc in $(( $(date +%s) - t0 )) s: $(grep -E 'ERROR SUMMARY|All tests passed|test cases' "$out/sanitizer_$tool.log" | tr '\n' ' ')"
+  done
+  for tool in memcheck racecheck initcheck synccheck; do
+    compute-sanitizer --tool $tool --error-exitcode 3 \
+      ./build-gpu/tests/test_gpu_qk_rmsnorm "~[graph]" >"$out/sanitizer_qk_$tool.log" 2>&1
+    rc=$?; [ $rc -eq 0 ] || status=1
+    note "compute-sanitizer $tool (qk_rmsnorm): rc=$rc: $(grep -E 'ERROR SUMMARY|All tests passed|test cases' "$out/sanitizer_qk_$tool.log" | tr '\n' ' ')"
   done
   # The many-threads x many-streams test under memcheck.
   t0=$(date +%s)
