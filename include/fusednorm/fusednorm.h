@@ -246,9 +246,10 @@ FUSEDNORM_API void fusednorm_qk_rmsnorm_options_init(fusednorm_qk_rmsnorm_option
  *   stats [..., 2]   f32, q's leading dimensions; out: stats[m, 0] = sum of q[m, i]^2 and
  *                    stats[m, 1] = sum of k[m, i]^2, each in the canonical order over the
  *                    local row (NaN written as the positive canonical NaN)
- * Nq, Nk >= 1; Nq != Nk allowed. options may be NULL (nothing in it is read). Zero rows is a
- * valid call that writes nothing. No two tensors may overlap. Returns INVALID_ARGUMENT or
- * UNSUPPORTED (with the argument named) and writes nothing. */
+ * Nq, Nk >= 1; Nq != Nk allowed. options may be NULL (of its fields only struct_size and
+ * reserved0 are checked). Zero rows is a valid call that writes nothing. q and k may share memory
+ * (views of one QKV buffer); stats may overlap neither. Returns INVALID_ARGUMENT or UNSUPPORTED
+ * (with the argument named) and writes nothing. */
 FUSEDNORM_API fusednorm_status fusednorm_qk_rmsnorm_stats(const DLTensor* q, const DLTensor* k, DLTensor* stats,
                                                           const fusednorm_qk_rmsnorm_options* options,
                                                           void* stream);
@@ -267,6 +268,8 @@ FUSEDNORM_API fusednorm_status fusednorm_qk_rmsnorm_stats(const DLTensor* q, con
  *                  the input dtype first), s the static dequantization scale (y ~ dec(code) * s)
  *   out_scales     NULL, or with FP8 outputs [2] f32 on the device: q's s, then k's; in (read
  *                  when the call runs: graph-capturable)
+ * The inputs (q, k, stats, weights, out_scales) may share memory with each other (q and k as
+ * views of one QKV buffer); an output shares none, except with its own input in place.
  * A row whose var + eps is not finite (an Inf or NaN in the stats, or in the mean squares given)
  * gets NaN outputs, never zeros. Returns INVALID_ARGUMENT or UNSUPPORTED and writes nothing. */
 FUSEDNORM_API fusednorm_status fusednorm_qk_rmsnorm_apply(const DLTensor* q, const DLTensor* k, const DLTensor* stats,
