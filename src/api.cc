@@ -198,12 +198,12 @@ namespace fusednorm {
 namespace {
 fusednorm_status qk_call(QkKind kind, const DLTensor* q, const DLTensor* k, const DLTensor* stats,
                          const DLTensor* q_weight, const DLTensor* k_weight, DLTensor* q_out, DLTensor* k_out,
-                         const fusednorm_qk_rmsnorm_options* options, void* stream) {
+                         const DLTensor* out_scales, const fusednorm_qk_rmsnorm_options* options, void* stream) {
   return guarded([&] {
     QkRmsnormCall call;
     CallDevice dev;
     const fusednorm_status st =
-        validate_qk_rmsnorm(kind, q, k, stats, q_weight, k_weight, q_out, k_out, options, &call, &dev);
+        validate_qk_rmsnorm(kind, q, k, stats, q_weight, k_weight, q_out, k_out, out_scales, options, &call, &dev);
     if (st != FUSEDNORM_SUCCESS) return st;
     return run(dev, call, stream, &fusednorm_plugin::qk_rmsnorm);
   });
@@ -215,20 +215,21 @@ extern "C" {
 
 fusednorm_status fusednorm_qk_rmsnorm_stats(const DLTensor* q, const DLTensor* k, DLTensor* stats,
                                             const fusednorm_qk_rmsnorm_options* options, void* stream) {
-  return qk_call(QkKind::kStats, q, k, stats, nullptr, nullptr, nullptr, nullptr, options, stream);
+  return qk_call(QkKind::kStats, q, k, stats, nullptr, nullptr, nullptr, nullptr, nullptr, options, stream);
 }
 
 fusednorm_status fusednorm_qk_rmsnorm_apply(const DLTensor* q, const DLTensor* k, const DLTensor* stats,
                                             const DLTensor* q_weight, const DLTensor* k_weight, DLTensor* q_out,
-                                            DLTensor* k_out, const fusednorm_qk_rmsnorm_options* options,
-                                            void* stream) {
-  return qk_call(QkKind::kApply, q, k, stats, q_weight, k_weight, q_out, k_out, options, stream);
+                                            DLTensor* k_out, const DLTensor* out_scales,
+                                            const fusednorm_qk_rmsnorm_options* options, void* stream) {
+  return qk_call(QkKind::kApply, q, k, stats, q_weight, k_weight, q_out, k_out, out_scales, options, stream);
 }
 
 fusednorm_status fusednorm_qk_rmsnorm(const DLTensor* q, const DLTensor* k, const DLTensor* q_weight,
                                       const DLTensor* k_weight, DLTensor* q_out, DLTensor* k_out,
-                                      const fusednorm_qk_rmsnorm_options* options, void* stream) {
-  return qk_call(QkKind::kFused, q, k, nullptr, q_weight, k_weight, q_out, k_out, options, stream);
+                                      const DLTensor* out_scales, const fusednorm_qk_rmsnorm_options* options,
+                                      void* stream) {
+  return qk_call(QkKind::kFused, q, k, nullptr, q_weight, k_weight, q_out, k_out, out_scales, options, stream);
 }
 }  // extern "C"
 // ---------------------------------------------------------------- end of qk_rmsnorm

@@ -3,7 +3,7 @@
 // qk_rmsnorm on the CPU (docs/numerics.md §5): one row function for stats, apply and the fused
 // form. Each side (q, k) of a row is a run of RMS groups (the whole row, or each head): per group
 // the canonical sum of squares (rows-inl.h SumSquares) or the caller's statistic, inv_rms from the
-// shared math, then out = rn((x * inv) * g') in one pass.
+// shared math, then out = rn((x * inv) * g') in one pass (FP8 outputs: enc(y * (1 / scale))).
 
 #include <string.h>
 
@@ -18,29 +18,47 @@ HWY_BEFORE_NAMESPACE();
 namespace fusednorm {
 namespace HWY_NAMESPACE {
 
-// out[0, n) = rn((x * inv) * g) (the input dtype; NaN canonical). out may be x (in place: each
-// vector is read before it is written).
+// The outputs: the input dtype (rounded, NaN canonical), or an FP8 format: enc(y * rcp).
 template <class InT>
-HWY_NOINLINE void QkApplyGroup(const char* x, const float* g, float inv_s, char* out, int64_t n_elems) {
+struct OutSame {
+  static HWY_INLINE void Store(VF y, VF, char* out, int64_t i, int64_t end) { (void)InT::RoundStore(y, out, i, end); }
+};
+template <class F>
+struct OutFp8 {
+  static HWY_INLINE void Store(VF y, VF rcp, char* out, int64_t i, int64_t end) {
+    const VU code = EncodeMini<F, false>(hn::Mul(y, rcp));
+    if (i + int64_t(hn::Lanes(DF())) <= end) return StoreCodes<1>(code, out, i);
+    HWY_ALIGN char buf[kMaxLaneBytes];
+    StoreCodes<1>(code, buf, 0);
+    memcpy(out + i, buf, size_t(end - i));
+  }
+};
+
+// out[0, n) = (x * inv) * g as OutT stores it (rcp: FP8's 1 / scale). out may be x (in place:
+// each vector is read before it is written).
+template <class InT, class OutT>
+HWY_NOINLINE void QkApplyGroup(const char* x, const float* g, float inv_s, float rcp_s, char* out, int64_t n_elems) {
   const DF df;
   const int64_t n = int64_t(hn::Lanes(df));
-  const VF inv = hn::Set(df, inv_s);
+  const VF inv = hn::Set(df, inv_s), rcp = hn::Set(df, rcp_s);
   int64_t i = 0;
   for (; i + 2 * n <= n_elems; i += 2 * n) {
     const VF y0 = hn::Mul(hn::Mul(InT::Load(x, i), inv), hn::LoadU(df, g + i));
     const VF y1 = hn::Mul(hn::Mul(InT::Load(x, i + n), inv), hn::LoadU(df, g + i + n));
-    (void)InT::RoundStore(y0, out, i, i + n);
-    (void)InT::RoundStore(y1, out, i + n, i + 2 * n);
+    OutT::Store(y0, rcp, out, i, i + n);
+    OutT::Store(y1, rcp, out, i + n, i + 2 * n);
   }
   for (; i < n_elems; i += n)
-    (void)InT::RoundStore(hn::Mul(hn::Mul(InT::LoadUpTo(x, i, n_elems), inv), hn::LoadU(df, g + i)), out, i, n_elems);
+    OutT::Store(hn::Mul(hn::Mul(InT::LoadUpTo(x, i, n_elems), inv), hn::LoadU(df, g + i)), rcp, out, i, n_elems);
 }
 
 // One side of rows [r0, r1): j = 0 (q) or 1 (k); g: gamma' of the side's group (padded).
-template <class InT>
+template <class InT, class OutT>
 void QkSideRows(const QkRmsnormCall& c, const QkSide& s, int j, int64_t r0, int64_t r1, const float* g) {
   float* part = Scratch(1, size_t(math::reduction_partials(s.group)));
-  const int64_t group_bytes = s.group * InT::kBytes;
+  float* inv = Scratch(2, size_t(s.width / s.group));  // per group: the sum, then inv
+  const int64_t group_bytes = s.group * InT::kBytes, out_group_bytes = s.group * (dtype_bits(c.out_type) / 8);
+  const float rcp = c.kind != QkKind::kStats && c.out_type != c.in_type ? qk_out_rcp(c, j) : 1.0f;
   for (int64_t r = r0; r < r1; ++r) {
     const char* x = row_ptr(c.lead, s.in, r);
     if (c.kind == QkKind::kStats) {
@@ -52,11 +70,25 @@ void QkSideRows(const QkRmsnormCall& c, const QkSide& s, int j, int64_t r0, int6
     if (c.kind == QkKind::kApply) {
       float stat;
       memcpy(&stat, row_ptr(c.lead, c.stats, r) + 4 * j, 4);
-      QkApplyGroup<InT>(x, g, qk_inv_rms(c, s, stat), out, s.width);
+      QkApplyGroup<InT, OutT>(x, g, qk_inv_rms(c, s, stat), rcp, out, s.width);
       continue;
     }
-    for (int64_t b = 0; b < s.width; b += s.group, x += group_bytes, out += group_bytes)
-      QkApplyGroup<InT>(x, g, qk_inv_rms(c, s, SumSquares<InT, false>(x, nullptr, s.group, part)), out, s.group);
+    // Every group's sum, then every inv (independent divisions and square roots, which
+    // pipeline), then the apply pass: one head's latency does not wait for another's.
+    const int64_t groups = s.width / s.group;
+    for (int64_t h = 0; h < groups; ++h) inv[h] = SumSquares<InT, false>(x + h * group_bytes, nullptr, s.group, part);
+    for (int64_t h = 0; h < groups; ++h) inv[h] = qk_inv_rms(c, s, inv[h]);
+    for (int64_t h = 0; h < groups; ++h)
+      QkApplyGroup<InT, OutT>(x + h * group_bytes, g, inv[h], rcp, out + h * out_group_bytes, s.group);
+  }
+}
+
+template <class InT>
+void QkSideRowsIn(const QkRmsnormCall& c, const QkSide& s, int j, int64_t r0, int64_t r1, const float* g) {
+  switch (c.kind == QkKind::kStats ? c.in_type : c.out_type) {
+    case DType::k_f8e4m3fn: return QkSideRows<InT, OutFp8<math::f8e4m3fn>>(c, s, j, r0, r1, g);
+    case DType::k_f8e4m3fnuz: return QkSideRows<InT, OutFp8<math::f8e4m3fnuz>>(c, s, j, r0, r1, g);
+    default: return QkSideRows<InT, OutSame<InT>>(c, s, j, r0, r1, g);
   }
 }
 
@@ -85,9 +117,9 @@ void QkRmsnormRows(const QkRmsnormCall& c, int64_t r0, int64_t r1, uint64_t call
     const QkSide& s = j == 0 ? c.q : c.k;
     const float* g = c.kind == QkKind::kStats ? nullptr : QkGamma(s, j, c.weight_offset, call_id);
     switch (c.in_type) {
-      case DType::kF32: QkSideRows<InF32>(c, s, j, r0, r1, g); break;
-      case DType::kF16: QkSideRows<InF16>(c, s, j, r0, r1, g); break;
-      default: QkSideRows<InBF16>(c, s, j, r0, r1, g); break;
+      case DType::kF32: QkSideRowsIn<InF32>(c, s, j, r0, r1, g); break;
+      case DType::kF16: QkSideRowsIn<InF16>(c, s, j, r0, r1, g); break;
+      default: QkSideRowsIn<InBF16>(c, s, j, r0, r1, g); break;
     }
   }
 }

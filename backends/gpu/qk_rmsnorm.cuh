@@ -1,14 +1,16 @@
 // Compiled twice: as CUDA and as HIP, as one unit of its own (FUSEDNORM_GPU_OPS). qk_rmsnorm on
 // the GPU (docs/numerics.md §5): one kernel per input dtype serves stats, apply and the fused
-// form (call.kind), for whole rows and for heads alike: a side (q or k) is a run of RMS groups of
-// G elements (the row, or a head), and every group is mapped the same way.
+// form (call.kind), for whole rows and for heads alike, and one per input dtype and FP8 output
+// format (f8e4m3fn, f8e4m3fnuz): a side (q or k) is a run of RMS groups of G elements (the row,
+// or a head), and every group is mapped the same way.
 //
 // A group takes T = P / 8 threads (P = reduction_partials(G)); thread t owns the 8 consecutive
 // partial sums 8t .. 8t+7 of the canonical reduction (docs/numerics.md §2), i.e. elements
 // s*P + 8t + j for steps s < S = ceil(G / P), accumulated in step order; the tree continues in
 // registers, across the group's lanes (shfl_xor) and across its warps (row_reduce_finish,
-// reduce.cuh). The first kRegSteps steps stay in registers for the apply pass; later ones (G
-// above 8 P: rows past 16384 elements, or f32 rows of more than 4 steps) are read again (L1/L2).
+// reduce.cuh). The first kQkRegSteps = 4 steps (32 elements: G = 4 P, e.g. 512, 4096, 8192,
+// 16384, heads of 64 to 256) stay in registers for the apply pass; later steps (G of 5 to 8 steps,
+// e.g. 1536, 5120, 7168, or above 16384) are read again, from L1/L2.
 // Blocks hold groups of one side only: q's groups first, then k's (both sides in one launch);
 // the grid is persistent and walks over the blocks' batches. Nothing of a group's arithmetic
 // depends on the grid, the row count or the other side (batch invariance).
@@ -46,7 +48,8 @@ struct QkShape {
   int64_t batches;           // blocks' worth of groups: ceil(groups / groups_per_block)
 };
 struct QkLaunch {
-  QkShape side[2];  // q, k
+  QkShape side[2];        // q, k
+  int32_t access_scales;  // FP8 outputs' scales: kElements, or kBytesOnly (any alignment)
 };
 
 // The reduction's pairwise step and the formula after it (row_reduce_finish): the sum itself
@@ -61,10 +64,7 @@ struct QkFinish {
   __device__ __forceinline__ float operator()(float ss) const { return stats ? ss : qk_inv_rms(*c, *s, ss); }
 };
 
-template <DType kIn>
-struct QkRegSteps {
-  static constexpr int value = 4;
-};
+constexpr int kQkRegSteps = 4;  // 116 registers with 16-bit inputs, no spill (sm_90a); 8 spilled
 
 // x^2 of a vector's 8 elements added to this thread's 8 partials (canonical order: step by step).
 template <DType kIn>
@@ -76,40 +76,54 @@ __device__ __forceinline__ void qk_accumulate(const uint32_t* v, float part[kQkV
   }
 }
 
-// out[e0 .. e0+7] = rn((x * inv) * (w + offset)) of one vector of the group.
-template <DType kIn>
-__device__ __forceinline__ void qk_apply_vec(const QkRmsnormCall& c, const QkSide& s, const QkShape& sh, int32_t e0,
-                                             int32_t G, const uint32_t* v, float inv, char* out) {
-  using In = InTraits<kIn>;
-  float g[kQkVec];
-  if (s.w_type == DType::kF32) {
-    uint32_t ww[Vec<4, kQkVec>::kWords];
-    load_vec<4, kQkVec>(s.weight, e0, G, sh.access_w, ww);
-#pragma unroll
-    for (int e = 0; e < kQkVec; ++e) g[e] = math::add_rn(math::float_of(ww[e]), c.weight_offset);
-  } else {
-    uint32_t ww[Vec<2, kQkVec>::kWords];
-    load_vec<2, kQkVec>(s.weight, e0, G, sh.access_w, ww);
-#pragma unroll
-    for (int e = 0; e < kQkVec; ++e) g[e] = math::add_rn(weight_elem(s.w_type, ww, e), c.weight_offset);
+// The outputs: kOut == kIn, the input dtype (rounded, NaN canonical); else an FP8 format, the
+// code of y * rcp (rcp = 1 / the side's static scale), by the shared math's encoder.
+template <DType kIn, DType kOut>
+struct QkOut {
+  static constexpr int kBytes = kOut == kIn ? InTraits<kIn>::kBytes : 1;
+  static __device__ __forceinline__ uint32_t encode(float y, float rcp) {
+    if constexpr (kOut == kIn) return InTraits<kIn>::encode(y);
+    else if constexpr (kOut == DType::k_f8e4m3fn) return math::f8e4m3fn::encode<false>(math::mul_rn(y, rcp));
+    else return math::f8e4m3fnuz::encode<false>(math::mul_rn(y, rcp));
   }
-  uint32_t o[Vec<In::kBytes, kQkVec>::kWords];
-#pragma unroll
-  for (int e = 0; e < kQkVec; ++e) {
-    const uint32_t code = In::encode(math::norm_apply(In::get(v, e), inv, g[e]));
-    if (In::kBytes == 4) o[e] = code;
-    else if (e % 2 == 0) o[e / 2] = code;
-    else o[e / 2] |= code << 16;
-  }
-  store_vec<In::kBytes, kQkVec>(out, e0, G, sh.access_out, o);
+};
+
+// The weight words of one vector (f32: 8 words; f16/bf16: the first 4).
+__device__ __forceinline__ void qk_load_weights(const QkSide& s, const QkShape& sh, int32_t e0, int32_t G,
+                                                uint32_t ww[kQkVec]) {
+  if (s.w_type == DType::kF32) load_vec<4, kQkVec>(s.weight, e0, G, sh.access_w, ww);
+  else load_vec<2, kQkVec>(s.weight, e0, G, sh.access_w, ww);
 }
 
-template <DType kIn>
+// out[e0 .. e0+7] = rn((x * inv) * (w + offset)) of one vector of the group (FP8: its codes), from
+// its input words v and weight words ww.
+template <DType kIn, DType kOut>
+__device__ __forceinline__ void qk_apply_vec(const QkRmsnormCall& c, const QkSide& s, const QkShape& sh, int32_t e0,
+                                             int32_t G, const uint32_t* v, const uint32_t* ww, float inv, float rcp,
+                                             char* out) {
+  using In = InTraits<kIn>;
+  using Out = QkOut<kIn, kOut>;
+  float g[kQkVec];
+#pragma unroll
+  for (int e = 0; e < kQkVec; ++e) g[e] = math::add_rn(weight_elem(s.w_type, ww, e), c.weight_offset);
+  constexpr int kPer = 4 / Out::kBytes;  // codes a word
+  uint32_t o[Vec<Out::kBytes, kQkVec>::kWords];
+#pragma unroll
+  for (int e = 0; e < kQkVec; ++e) {
+    const uint32_t code = Out::encode(math::norm_apply(In::get(v, e), inv, g[e]), rcp);
+    if (e % kPer == 0) o[e / kPer] = code;
+    else o[e / kPer] |= code << (32 / kPer * (e % kPer));
+  }
+  store_vec<Out::kBytes, kQkVec>(out, e0, G, sh.access_out, o);
+}
+
+template <DType kIn, DType kOut>
 __global__ void __launch_bounds__(kQkMaxBlock)
     qk_rmsnorm_kernel(FN_GRID_CONSTANT const QkRmsnormCall c, FN_GRID_CONSTANT const QkLaunch L) {
   using In = InTraits<kIn>;
+  constexpr int kOutBytes = QkOut<kIn, kOut>::kBytes;
   constexpr int kW = Vec<In::kBytes, kQkVec>::kWords;
-  constexpr int kRegSteps = QkRegSteps<kIn>::value;
+  constexpr int kRegSteps = kQkRegSteps;
   __shared__ __align__(16) float red[2][kQkMaxBlock / kGpuWarp];
   __shared__ float inv_of_group[2][kQkMaxBlock];
   gpu_wait_for_previous_grid();
@@ -137,6 +151,15 @@ __global__ void __launch_bounds__(kQkMaxBlock)
     for (int st = 0; st < kRegSteps; ++st)
       if (active && st < S && st * P + kQkVec * t < G)
         load_vec<In::kBytes, kQkVec>(x, st * P + kQkVec * t, G, sh.access_in, w[st]);
+    // 16-bit inputs: the weights of those steps too (apply, fused), so that their latency overlaps
+    // the reduction's and no store of the apply pass stands between them and their use (f32
+    // inputs load them in the apply pass: with x's 32 words they would spill).
+    constexpr bool kEarlyWeights = kIn != DType::kF32;
+    uint32_t gw[kRegSteps][kQkVec];
+    if (kEarlyWeights && c.kind != QkKind::kStats)
+#pragma unroll
+      for (int st = 0; st < kRegSteps; ++st)
+        if (active && st < S && st * P + kQkVec * t < G) qk_load_weights(s, sh, st * P + kQkVec * t, G, gw[st]);
     gpu_allow_next_grid();
 
     float inv = 0.0f;
@@ -172,15 +195,22 @@ __global__ void __launch_bounds__(kQkMaxBlock)
     }
     if (!active) continue;
 
-    char* out = row_at<false>(c.lead, s.out, row) + head * G * In::kBytes;
+    char* out = row_at<false>(c.lead, s.out, row) + head * G * kOutBytes;
+    float rcp = 1.0f;
+    if constexpr (kOut != kIn)
+      rcp = math::div_rn(1.0f, math::float_of(load_elem<4>(c.out_scales, j, L.access_scales)));
 #pragma unroll
     for (int st = 0; st < kRegSteps; ++st)
-      if (st < S && st * P + kQkVec * t < G) qk_apply_vec<kIn>(c, s, sh, st * P + kQkVec * t, G, w[st], inv, out);
+      if (st < S && st * P + kQkVec * t < G) {
+        if (!kEarlyWeights) qk_load_weights(s, sh, st * P + kQkVec * t, G, gw[st]);
+        qk_apply_vec<kIn, kOut>(c, s, sh, st * P + kQkVec * t, G, w[st], gw[st], inv, rcp, out);
+      }
     for (int st = kRegSteps; st < S; ++st)
       if (st * P + kQkVec * t < G) {
-        uint32_t v[kW];
+        uint32_t v[kW], vw[kQkVec];
         load_vec<In::kBytes, kQkVec>(x, st * P + kQkVec * t, G, sh.access_in, v);
-        qk_apply_vec<kIn>(c, s, sh, st * P + kQkVec * t, G, v, inv, out);
+        qk_load_weights(s, sh, st * P + kQkVec * t, G, vw);
+        qk_apply_vec<kIn, kOut>(c, s, sh, st * P + kQkVec * t, G, v, vw, inv, rcp, out);
       }
   }
 }
@@ -201,7 +231,8 @@ inline QkShape qk_shape(const QkRmsnormCall& c, const QkSide& s) {
     return a == kVectors && s.group != s.width && (s.group * elem) % std::min(kQkVec * elem, 16) != 0 ? kElements : a;
   };
   sh.access_in = access(s.in, bytes, c.lead);
-  sh.access_out = s.out.data != nullptr ? access(s.out, bytes, c.lead) : kVectors;
+  const int out_bytes = c.out_type == c.in_type ? bytes : 1;
+  sh.access_out = s.out.data != nullptr ? access(s.out, out_bytes, c.lead) : kVectors;
   const LeadShape one_row;
   RowView wv;
   wv.data = const_cast<char*>(s.weight);
@@ -210,9 +241,14 @@ inline QkShape qk_shape(const QkRmsnormCall& c, const QkSide& s) {
   return sh;
 }
 
+// The kernel of an input dtype and output dtype (the input's, or FP8): 9 instantiations.
 template <DType kIn>
-QkKernelFn qk_kernel_for() {
-  return &qk_rmsnorm_kernel<kIn>;
+QkKernelFn qk_kernel_for(DType out) {
+  switch (out) {
+    case DType::k_f8e4m3fn: return &qk_rmsnorm_kernel<kIn, DType::k_f8e4m3fn>;
+    case DType::k_f8e4m3fnuz: return &qk_rmsnorm_kernel<kIn, DType::k_f8e4m3fnuz>;
+    default: return &qk_rmsnorm_kernel<kIn, kIn>;
+  }
 }
 
 fusednorm_status plugin_qk_rmsnorm(const QkRmsnormCall* call, int32_t device, void* stream, char* msg, size_t n) {
@@ -236,9 +272,11 @@ fusednorm_status plugin_qk_rmsnorm(const QkRmsnormCall* call, int32_t device, vo
   // Persistent: at most the blocks of up to 2048 threads an SM can hold at once.
   const int64_t batches = L.side[0].batches + L.side[1].batches;
   const int64_t blocks = std::min<int64_t>(batches, int64_t(dev.multiprocessors) * (2048 / threads));
-  QkKernelFn fn = c.in_type == DType::kF32   ? qk_kernel_for<DType::kF32>()
-                  : c.in_type == DType::kF16 ? qk_kernel_for<DType::kF16>()
-                                             : qk_kernel_for<DType::kBF16>();
+  L.access_scales = reinterpret_cast<uintptr_t>(c.out_scales) % 4 == 0 ? kElements : kBytesOnly;
+  const DType out = c.kind == QkKind::kStats ? c.in_type : c.out_type;
+  QkKernelFn fn = c.in_type == DType::kF32   ? qk_kernel_for<DType::kF32>(out)
+                  : c.in_type == DType::kF16 ? qk_kernel_for<DType::kF16>(out)
+                                             : qk_kernel_for<DType::kBF16>(out);
   gpuError_t e = launch_pdl(fn, dev, unsigned(blocks), unsigned(threads), 0, static_cast<gpuStream_t>(stream), c, L);
   if (e == gpuSuccess) e = gpuGetLastError();
   if (e != gpuSuccess) return vendor_error(e, "launching qk_rmsnorm", msg, n);

@@ -7,7 +7,7 @@
 // the all-reduced sums equal the single-GPU sums bit for bit, else within one bf16 ulp (f32: the
 // bound of docs/numerics.md §5). Exit status 0 when every rank passes.
 //
-// One process driving every GPU (ncclCommInitAll):
+// One process driving every GPU (ncclCommInitAll, then one thread per GPU):
 //   fusednorm-qk-tp-nccl --gpus 4 [--q-split 5,13,9,5] [--k-split 2,1,4,1]
 // One process per GPU (ncclCommInitRank; rank 0 writes the NCCL id to the file, the others wait
 // for it):
@@ -259,61 +259,23 @@ void upload(Rank& r, const Problem& p) {
   CHECK_CUDA(cudaMemcpyAsync(r.full_qkv, p.qkv.data(), p.qkv.size(), cudaMemcpyHostToDevice, r.stream));
   CHECK_CUDA(cudaMemcpyAsync(r.full_qw, p.qw.data(), p.qw.size(), cudaMemcpyHostToDevice, r.stream));
   CHECK_CUDA(cudaMemcpyAsync(r.full_kw, p.kw.data(), p.kw.size(), cudaMemcpyHostToDevice, r.stream));
-  CHECK_FN(fusednorm_qk_rmsnorm(&r.fq.dl, &r.fk.dl, &r.fwq.dl, &r.fwk.dl, &r.foq.dl, &r.fok.dl, nullptr, r.stream));
+  CHECK_FN(fusednorm_qk_rmsnorm(&r.fq.dl, &r.fk.dl, &r.fwq.dl, &r.fwk.dl, &r.foq.dl, &r.fok.dl, nullptr, nullptr,
+                                r.stream));
   CHECK_FN(fusednorm_qk_rmsnorm_stats(&r.fq.dl, &r.fk.dl, &r.fst.dl, nullptr, r.stream));
   CHECK_CUDA(cudaStreamSynchronize(r.stream));
 }
 
-// The tensor-parallel step of every rank this process drives, on their streams: stats, the
-// all-reduce of the sums (grouped when one process drives several GPUs), apply.
-void enqueue_tp(std::vector<Rank>& ranks, const Problem& p) {
+// The tensor-parallel step of one rank, on its stream: stats, the all-reduce of the sums, apply.
+void enqueue_tp(Rank& r, const Problem& p) {
   fusednorm_qk_rmsnorm_options o;
   fusednorm_qk_rmsnorm_options_init(&o);
   o.stats_kind = FUSEDNORM_QK_STATS_SUMS;
   o.q_global_width = p.nq;
   o.k_global_width = p.nk;
-  for (Rank& r : ranks) {
-    CHECK_CUDA(cudaSetDevice(r.device));
-    CHECK_FN(fusednorm_qk_rmsnorm_stats(&r.q.dl, &r.k.dl, &r.st.dl, nullptr, r.stream));
-  }
-  CHECK_NCCL(ncclGroupStart());
-  for (Rank& r : ranks)
-    CHECK_NCCL(ncclAllReduce(r.stats, r.stats, size_t(p.o.rows * 2), ncclFloat, ncclSum, r.comm, r.stream));
-  CHECK_NCCL(ncclGroupEnd());
-  for (Rank& r : ranks) {
-    CHECK_CUDA(cudaSetDevice(r.device));
-    CHECK_FN(fusednorm_qk_rmsnorm_apply(&r.q.dl, &r.k.dl, &r.st.dl, &r.wq.dl, &r.wk.dl, &r.oq.dl, &r.ok.dl, &o,
-                                         r.stream));
-  }
-}
-
-// The TP step of every rank captured into one graph per rank stream (each stream its own capture).
-void capture(std::vector<Rank>& ranks, const Problem& p) {
-  for (Rank& r : ranks) {
-    CHECK_CUDA(cudaSetDevice(r.device));
-    CHECK_CUDA(cudaStreamBeginCapture(r.stream, cudaStreamCaptureModeRelaxed));
-  }
-  enqueue_tp(ranks, p);
-  for (Rank& r : ranks) {
-    CHECK_CUDA(cudaSetDevice(r.device));
-    cudaGraph_t g;
-    CHECK_CUDA(cudaStreamEndCapture(r.stream, &g));
-    CHECK_CUDA(cudaGraphInstantiate(&r.graph, g, 0));
-    CHECK_CUDA(cudaGraphDestroy(g));
-  }
-}
-
-void replay(std::vector<Rank>& ranks) {
-  for (Rank& r : ranks) {
-    CHECK_CUDA(cudaSetDevice(r.device));
-    CHECK_CUDA(cudaGraphLaunch(r.graph, r.stream));
-  }
-}
-void sync_all(std::vector<Rank>& ranks) {
-  for (Rank& r : ranks) {
-    CHECK_CUDA(cudaSetDevice(r.device));
-    CHECK_CUDA(cudaStreamSynchronize(r.stream));
-  }
+  CHECK_FN(fusednorm_qk_rmsnorm_stats(&r.q.dl, &r.k.dl, &r.st.dl, nullptr, r.stream));
+  CHECK_NCCL(ncclAllReduce(r.stats, r.stats, size_t(p.o.rows * 2), ncclFloat, ncclSum, r.comm, r.stream));
+  CHECK_FN(fusednorm_qk_rmsnorm_apply(&r.q.dl, &r.k.dl, &r.st.dl, &r.wq.dl, &r.wk.dl, &r.oq.dl, &r.ok.dl, nullptr, &o,
+                                       r.stream));
 }
 
 // Value of element i of a row of the dtype, and its ordinal (monotonic in value; -0 == +0).
@@ -379,6 +341,59 @@ bool verify(Rank& r, const Problem& p, const char* when) {
   return pass;
 }
 
+
+// Everything one rank does, on the calling thread (one thread per GPU: NCCL's multi-thread mode,
+// which graph capture of NCCL calls wants; capture mode thread-local): the reference, the eager
+// step, the captured graph replayed and timed, new inputs. True when every check passed.
+bool run_rank(Rank& r, const Options& o) {
+  CHECK_CUDA(cudaSetDevice(r.device));
+  Problem p = make_problem(o, o.seed);
+  setup(r, p);
+  upload(r, p);
+  enqueue_tp(r, p);  // eager
+  CHECK_CUDA(cudaStreamSynchronize(r.stream));
+  bool pass = verify(r, p, "eager");
+
+  cudaGraph_t g;
+  CHECK_CUDA(cudaStreamBeginCapture(r.stream, cudaStreamCaptureModeThreadLocal));
+  enqueue_tp(r, p);
+  CHECK_CUDA(cudaStreamEndCapture(r.stream, &g));
+  CHECK_CUDA(cudaGraphInstantiate(&r.graph, g, 0));
+  CHECK_CUDA(cudaGraphDestroy(g));
+  cudaEvent_t start, stop;
+  CHECK_CUDA(cudaEventCreate(&start));
+  CHECK_CUDA(cudaEventCreate(&stop));
+  CHECK_CUDA(cudaGraphLaunch(r.graph, r.stream));  // warm-up
+  CHECK_CUDA(cudaEventRecord(start, r.stream));
+  for (int it = 0; it < o.iters; ++it) CHECK_CUDA(cudaGraphLaunch(r.graph, r.stream));
+  CHECK_CUDA(cudaEventRecord(stop, r.stream));
+  CHECK_CUDA(cudaStreamSynchronize(r.stream));
+  float ms = 0;
+  CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
+  printf("rank %d: graph of stats -> all-reduce -> apply: %.2f us per replay (%d replays)\n", r.rank,
+         1000.0 * ms / std::max(o.iters, 1), o.iters);
+  pass = verify(r, p, "graph replays") && pass;
+
+  // New activations into the same buffers: the captured graph computes them.
+  p = make_problem(o, o.seed + 1);
+  upload(r, p);
+  CHECK_CUDA(cudaGraphLaunch(r.graph, r.stream));
+  CHECK_CUDA(cudaStreamSynchronize(r.stream));
+  pass = verify(r, p, "graph replay, new inputs") && pass;
+
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  cudaGraphExecDestroy(r.graph);
+  ncclCommDestroy(r.comm);
+  for (void* b : {static_cast<void*>(r.qkv), static_cast<void*>(r.qw), static_cast<void*>(r.kw),
+                  static_cast<void*>(r.q_out), static_cast<void*>(r.k_out), static_cast<void*>(r.stats),
+                  static_cast<void*>(r.full_qkv), static_cast<void*>(r.full_qw), static_cast<void*>(r.full_kw),
+                  static_cast<void*>(r.full_q), static_cast<void*>(r.full_k), static_cast<void*>(r.full_stats)})
+    cudaFree(b);
+  cudaStreamDestroy(r.stream);
+  return pass;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -404,8 +419,6 @@ int main(int argc, char** argv) {
             (long long)o.q_heads, (long long)o.k_heads);
     return 2;
   }
-  Problem p = make_problem(o, o.seed);
-
   // This process's ranks.
   std::vector<Rank> ranks;
   int64_t q0 = 0, k0 = 0;
@@ -460,59 +473,12 @@ int main(int argc, char** argv) {
          per_process ? "one process per GPU" : "one process for all GPUs", (long long)o.rows, (long long)o.q_heads,
          (long long)o.k_heads, (long long)o.head_dim, o.f32 ? "f32" : "bf16", nccl_version);
 
-  bool pass = true;
-  for (Rank& r : ranks) {
-    setup(r, p);
-    upload(r, p);
-  }
-  enqueue_tp(ranks, p);  // eager
-  sync_all(ranks);
-  for (Rank& r : ranks) pass = verify(r, p, "eager") && pass;
-
-  capture(ranks, p);
-  std::vector<cudaEvent_t> start(ranks.size()), stop(ranks.size());
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    CHECK_CUDA(cudaSetDevice(ranks[i].device));
-    CHECK_CUDA(cudaEventCreate(&start[i]));
-    CHECK_CUDA(cudaEventCreate(&stop[i]));
-  }
-  replay(ranks);  // warm-up
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    CHECK_CUDA(cudaSetDevice(ranks[i].device));
-    CHECK_CUDA(cudaEventRecord(start[i], ranks[i].stream));
-  }
-  for (int it = 0; it < o.iters; ++it) replay(ranks);
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    CHECK_CUDA(cudaSetDevice(ranks[i].device));
-    CHECK_CUDA(cudaEventRecord(stop[i], ranks[i].stream));
-  }
-  sync_all(ranks);
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    float ms = 0;
-    CHECK_CUDA(cudaEventElapsedTime(&ms, start[i], stop[i]));
-    printf("rank %d: graph of stats -> all-reduce -> apply: %.2f us per replay (%d replays)\n", ranks[i].rank,
-           1000.0 * ms / std::max(o.iters, 1), o.iters);
-  }
-  for (Rank& r : ranks) pass = verify(r, p, "graph replays") && pass;
-
-  // New activations into the same buffers: the captured graph computes them.
-  p = make_problem(o, o.seed + 1);
-  for (Rank& r : ranks) upload(r, p);
-  replay(ranks);
-  sync_all(ranks);
-  for (Rank& r : ranks) pass = verify(r, p, "graph replay, new inputs") && pass;
-
-  for (Rank& r : ranks) {
-    CHECK_CUDA(cudaSetDevice(r.device));
-    cudaGraphExecDestroy(r.graph);
-    ncclCommDestroy(r.comm);
-    for (void* b : {static_cast<void*>(r.qkv), static_cast<void*>(r.qw), static_cast<void*>(r.kw),
-                    static_cast<void*>(r.q_out), static_cast<void*>(r.k_out), static_cast<void*>(r.stats),
-                    static_cast<void*>(r.full_qkv), static_cast<void*>(r.full_qw), static_cast<void*>(r.full_kw),
-                    static_cast<void*>(r.full_q), static_cast<void*>(r.full_k), static_cast<void*>(r.full_stats)})
-      cudaFree(b);
-    cudaStreamDestroy(r.stream);
-  }
+  // One thread per rank of this process (NCCL's multi-thread mode: each thread its GPU).
+  std::vector<int> ok(ranks.size(), 0);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < ranks.size(); ++i) threads.emplace_back([&, i] { ok[i] = run_rank(ranks[i], o); });
+  for (auto& t : threads) t.join();
+  const bool pass = std::all_of(ok.begin(), ok.end(), [](int v) { return v != 0; });
   printf("%s\n", pass ? "PASS" : "FAIL");
   return pass ? 0 : 1;
 }

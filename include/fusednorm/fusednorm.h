@@ -323,9 +323,10 @@ FUSEDNORM_API void fusednorm_qk_rmsnorm_options_init(fusednorm_qk_rmsnorm_option
  *   stats [..., 2]   f32, q's leading dimensions; out: stats[m, 0] = sum of q[m, i]^2 and
  *                    stats[m, 1] = sum of k[m, i]^2, each in the canonical order over the
  *                    local row (NaN written as the positive canonical NaN)
- * Nq, Nk >= 1; Nq != Nk allowed. options may be NULL (nothing in it is read). Zero rows is a
- * valid call that writes nothing. No two tensors may overlap. Returns INVALID_ARGUMENT or
- * UNSUPPORTED (with the argument named) and writes nothing. */
+ * Nq, Nk >= 1; Nq != Nk allowed. options may be NULL (of its fields only struct_size and
+ * reserved0 are checked). Zero rows is a valid call that writes nothing. q and k may share memory
+ * (views of one QKV buffer); stats may overlap neither. Returns INVALID_ARGUMENT or UNSUPPORTED
+ * (with the argument named) and writes nothing. */
 FUSEDNORM_API fusednorm_status fusednorm_qk_rmsnorm_stats(const DLTensor* q, const DLTensor* k, DLTensor* stats,
                                                           const fusednorm_qk_rmsnorm_options* options,
                                                           void* stream);
@@ -337,13 +338,21 @@ FUSEDNORM_API fusednorm_status fusednorm_qk_rmsnorm_stats(const DLTensor* q, con
  *   stats          [..., 2] f32, q's leading dimensions; in
  *   q_weight       [Nq] (this rank's slice of the weights), f32, f16 or bf16; in
  *   k_weight       [Nk], f32, f16 or bf16; in
- *   q_out, k_out   q's and k's shapes, their dtype; out. q_out may be q itself (in place: the same
- *                  data, byte_offset, shape and strides), likewise k_out and k; no other overlap.
+ *   q_out, k_out   q's and k's shapes; out. Their dtype is q's (then q_out may be q itself, in
+ *                  place: the same data, byte_offset, shape and strides; likewise k_out and k; no
+ *                  other overlap), or, for FP8 attention, f8e4m3fn or f8e4m3fnuz (both outputs
+ *                  the same): codes = enc(y * (1 / s)), y the f32 result above (no rounding to
+ *                  the input dtype first), s the static dequantization scale (y ~ dec(code) * s)
+ *   out_scales     NULL, or with FP8 outputs [2] f32 on the device: q's s, then k's; in (read
+ *                  when the call runs: graph-capturable)
+ * The inputs (q, k, stats, weights, out_scales) may share memory with each other (q and k as
+ * views of one QKV buffer); an output shares none, except with its own input in place.
  * A row whose var + eps is not finite (an Inf or NaN in the stats, or in the mean squares given)
  * gets NaN outputs, never zeros. Returns INVALID_ARGUMENT or UNSUPPORTED and writes nothing. */
 FUSEDNORM_API fusednorm_status fusednorm_qk_rmsnorm_apply(const DLTensor* q, const DLTensor* k, const DLTensor* stats,
                                                           const DLTensor* q_weight, const DLTensor* k_weight,
                                                           DLTensor* q_out, DLTensor* k_out,
+                                                          const DLTensor* out_scales,
                                                           const fusednorm_qk_rmsnorm_options* options,
                                                           void* stream);
 
@@ -352,10 +361,11 @@ FUSEDNORM_API fusednorm_status fusednorm_qk_rmsnorm_apply(const DLTensor* q, con
  * fusednorm_qk_rmsnorm_apply (SUMS, global widths = Nq, Nk) byte for byte; with head_dim = D each
  * head of D elements is its own group (sum of squares in the canonical order over D, var = ss / D)
  * and q_weight, k_weight are [D]. Tensors as for fusednorm_qk_rmsnorm_apply, without stats
- * (weights [Nq], [Nk] when head_dim = 0). Returns INVALID_ARGUMENT or UNSUPPORTED and writes
- * nothing. */
+ * (weights [Nq], [Nk] when head_dim = 0; FP8 outputs with out_scales likewise). Returns
+ * INVALID_ARGUMENT or UNSUPPORTED and writes nothing. */
 FUSEDNORM_API fusednorm_status fusednorm_qk_rmsnorm(const DLTensor* q, const DLTensor* k, const DLTensor* q_weight,
                                                     const DLTensor* k_weight, DLTensor* q_out, DLTensor* k_out,
+                                                    const DLTensor* out_scales,
                                                     const fusednorm_qk_rmsnorm_options* options, void* stream);
 /* ---------------------------------------------------------------- end of qk_rmsnorm */
 /* ---------------------------------------------------------------- mla_rope_rmsnorm_quant */

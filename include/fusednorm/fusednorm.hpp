@@ -67,20 +67,21 @@ inline void rmsnorm_quant(const DLTensor& input, DLTensor* residual, const DLTen
 }
 
 // qk_rmsnorm (see fusednorm.h): statistics, apply from all-reduced statistics, and the fused
-// single-device form.
+// single-device form. out_scales: nullptr, or [2] f32 with FP8 outputs.
 inline void qk_rmsnorm_stats(const DLTensor& q, const DLTensor& k, DLTensor& stats,
                              const QkRmsnormOptions& options = QkRmsnormOptions(), void* stream = nullptr) {
   check(fusednorm_qk_rmsnorm_stats(&q, &k, &stats, &options, stream));
 }
 inline void qk_rmsnorm_apply(const DLTensor& q, const DLTensor& k, const DLTensor& stats, const DLTensor& q_weight,
-                             const DLTensor& k_weight, DLTensor& q_out, DLTensor& k_out,
+                             const DLTensor& k_weight, DLTensor& q_out, DLTensor& k_out, const DLTensor* out_scales,
                              const QkRmsnormOptions& options, void* stream = nullptr) {
-  check(fusednorm_qk_rmsnorm_apply(&q, &k, &stats, &q_weight, &k_weight, &q_out, &k_out, &options, stream));
+  check(fusednorm_qk_rmsnorm_apply(&q, &k, &stats, &q_weight, &k_weight, &q_out, &k_out, out_scales, &options,
+                                   stream));
 }
 inline void qk_rmsnorm(const DLTensor& q, const DLTensor& k, const DLTensor& q_weight, const DLTensor& k_weight,
-                       DLTensor& q_out, DLTensor& k_out, const QkRmsnormOptions& options = QkRmsnormOptions(),
-                       void* stream = nullptr) {
-  check(fusednorm_qk_rmsnorm(&q, &k, &q_weight, &k_weight, &q_out, &k_out, &options, stream));
+                       DLTensor& q_out, DLTensor& k_out, const DLTensor* out_scales = nullptr,
+                       const QkRmsnormOptions& options = QkRmsnormOptions(), void* stream = nullptr) {
+  check(fusednorm_qk_rmsnorm(&q, &k, &q_weight, &k_weight, &q_out, &k_out, out_scales, &options, stream));
 }
 
 // ---------------------------------------------------------------- rmsnorm_fp4

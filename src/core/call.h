@@ -139,7 +139,9 @@ struct QkRmsnormCall {
   QkKind kind = QkKind::kStats;
   int32_t mean_squares = 0;       // apply: the stats are mean squares (var = stat)
   LeadShape lead;
-  DType in_type = DType::kInvalid;  // q, k and the outputs
+  DType in_type = DType::kInvalid;   // q and k
+  DType out_type = DType::kInvalid;  // the outputs: in_type, or f8e4m3fn / f8e4m3fnuz
+  const char* out_scales = nullptr;  // FP8 outputs: [2] f32 dequant scales (q's, k's), any alignment
   QkSide q, k;
   RowView stats;                  // [..., 2] f32: stat j of row r at row_ptr(lead, stats, r) + 4 j
   float eps = 0, weight_offset = 0;
@@ -148,6 +150,12 @@ struct QkRmsnormCall {
 // inv = 1 / sqrt(var + eps) of side j (0: q, 1: k) from its stat (docs/numerics.md §5).
 FN_HD float qk_inv_rms(const QkRmsnormCall& c, const QkSide& s, float stat) {
   return c.mean_squares ? math::inv_rms_of_mean(stat, c.eps) : math::inv_rms(stat, s.divisor, c.eps);
+}
+// FP8 outputs: the multiplier 1 / s of side j (host code; the GPU kernel reads the scale itself).
+inline float qk_out_rcp(const QkRmsnormCall& c, int j) {
+  float s;
+  memcpy(&s, c.out_scales + 4 * j, sizeof s);
+  return math::div_rn(1.0f, s);
 }
 // ---------------------------------------------------------------- end of qk_rmsnorm
 

@@ -40,8 +40,9 @@ float quant_max(DType t);
 // NULL for the fused form, the weights and outputs NULL for stats.
 fusednorm_status validate_qk_rmsnorm(QkKind kind, const DLTensor* q, const DLTensor* k, const DLTensor* stats,
                                      const DLTensor* q_weight, const DLTensor* k_weight, const DLTensor* q_out,
-                                     const DLTensor* k_out, const fusednorm_qk_rmsnorm_options* options,
-                                     QkRmsnormCall* call, CallDevice* device);
+                                     const DLTensor* k_out, const DLTensor* out_scales,
+                                     const fusednorm_qk_rmsnorm_options* options, QkRmsnormCall* call,
+                                     CallDevice* device);
 
 }  // namespace fusednorm
 

@@ -47,21 +47,52 @@ fusednorm_status qk_weight(const DLTensor* w, const char* name, const DLTensor* 
   return FUSEDNORM_SUCCESS;
 }
 
-// An output of the input's shape and dtype.
+// An output of the input's shape: its dtype is the input's or an FP8 format of FP8 attention
+// (`*type`, which k_out must match when q_out has set it).
 fusednorm_status qk_output(const DLTensor* out, const char* name, const DLTensor* in, const char* in_name,
-                           DType in_type, QkSide* side) {
-  DType type;
-  FN_TRY(check_tensor(out, name, &type));
+                           DType in_type, DType* type, QkSide* side) {
+  if (out == nullptr) return FN_FAIL_INVALID("%s is NULL", name);
+  DType t;
+  FN_TRY(check_tensor(out, name, &t));
   FN_TRY(check_same_device(in, in_name, out, name));
-  if (type != in_type)
-    return fail(FUSEDNORM_UNSUPPORTED, "%s.dtype = %s but %s.dtype = %s: the output has the input's dtype", name,
-                dtype_name(type), in_name, dtype_name(in_type));
+  if (t != in_type && t != DType::k_f8e4m3fn && t != DType::k_f8e4m3fnuz)
+    return fail(FUSEDNORM_UNSUPPORTED, "%s.dtype = %s: must be %s.dtype (%s), f8e4m3fn or f8e4m3fnuz", name,
+                dtype_name(t), in_name, dtype_name(in_type));
+  if (*type != DType::kInvalid && t != *type)
+    return FN_FAIL_INVALID("%s.dtype = %s but q_out.dtype = %s: both outputs have one dtype", name, dtype_name(t),
+                           dtype_name(*type));
+  *type = t;
   FN_TRY(check_lead(out, name, in, in_name));
   if (out->shape[out->ndim - 1] != side->width)
     return FN_FAIL_INVALID("%s has shape %s but %s has shape %s", name, shape_string(out).c_str(), in_name,
                            shape_string(in).c_str());
   FN_TRY(check_data(out, name));
-  return make_row_view(out, name, dtype_bits(type), &side->out, /*written=*/true);
+  return make_row_view(out, name, dtype_bits(t), &side->out, /*written=*/true);
+}
+
+// FP8 outputs' static dequantization scales: [2] f32 (q's, k's); NULL otherwise.
+fusednorm_status qk_out_scales(const DLTensor* sc, const DLTensor* q, QkRmsnormCall* call) {
+  const bool fp8 = call->out_type != call->in_type;
+  if (!fp8) {
+    if (sc != nullptr)
+      return FN_FAIL_INVALID("out_scales must be NULL unless the outputs are FP8 (q_out.dtype = %s)",
+                             dtype_name(call->out_type));
+    return FUSEDNORM_SUCCESS;
+  }
+  if (sc == nullptr)
+    return FN_FAIL_INVALID("out_scales is NULL but the outputs are %s: FP8 outputs need their static scales [2] f32",
+                           dtype_name(call->out_type));
+  DType t;
+  FN_TRY(check_tensor(sc, "out_scales", &t));
+  FN_TRY(check_same_device(q, "q", sc, "out_scales"));
+  if (t != DType::kF32) return fail(FUSEDNORM_UNSUPPORTED, "out_scales.dtype = %s: the scales are f32", dtype_name(t));
+  if (sc->ndim != 1 || sc->shape[0] != 2)
+    return FN_FAIL_INVALID("out_scales has shape %s: must be [2] (q's scale, then k's)", shape_string(sc).c_str());
+  FN_TRY(check_data(sc, "out_scales"));
+  RowView v;
+  FN_TRY(make_row_view(sc, "out_scales", 32, &v));
+  call->out_scales = v.data;
+  return FUSEDNORM_SUCCESS;
 }
 
 // The in-place form: the output is the input's very view (same address, dtype, shape, strides).
@@ -146,7 +177,8 @@ fusednorm_status qk_overlaps(const QkTensorRef* ts, int n) {
 
 fusednorm_status qk_args(QkKind kind, const DLTensor* q, const DLTensor* k, const DLTensor* stats,
                          const DLTensor* q_weight, const DLTensor* k_weight, const DLTensor* q_out,
-                         const DLTensor* k_out, const fusednorm_qk_rmsnorm_options* options, QkRmsnormCall* call,
+                         const DLTensor* k_out, const DLTensor* out_scales,
+                         const fusednorm_qk_rmsnorm_options* options, QkRmsnormCall* call,
                          CallDevice* device) {
   fusednorm_qk_rmsnorm_options o;
   fusednorm_qk_rmsnorm_options_init(&o);
@@ -235,20 +267,19 @@ fusednorm_status qk_args(QkKind kind, const DLTensor* q, const DLTensor* k, cons
   const bool heads = kind == QkKind::kFused && o.head_dim > 0;
   FN_TRY(qk_weight(q_weight, "q_weight", q, call->q.group, heads ? "options->head_dim" : "q's width", &call->q));
   FN_TRY(qk_weight(k_weight, "k_weight", q, call->k.group, heads ? "options->head_dim" : "k's width", &call->k));
-  if (q_out == nullptr) return FN_FAIL_INVALID("q_out is NULL");
-  FN_TRY(qk_output(q_out, "q_out", q, "q", call->in_type, &call->q));
-  if (k_out == nullptr) return FN_FAIL_INVALID("k_out is NULL");
-  FN_TRY(qk_output(k_out, "k_out", k, "k", call->in_type, &call->k));
-  return FUSEDNORM_SUCCESS;
+  FN_TRY(qk_output(q_out, "q_out", q, "q", call->in_type, &call->out_type, &call->q));
+  FN_TRY(qk_output(k_out, "k_out", k, "k", call->in_type, &call->out_type, &call->k));
+  return qk_out_scales(out_scales, q, call);
 }
 
 }  // namespace
 
 fusednorm_status validate_qk_rmsnorm(QkKind kind, const DLTensor* q, const DLTensor* k, const DLTensor* stats,
                                      const DLTensor* q_weight, const DLTensor* k_weight, const DLTensor* q_out,
-                                     const DLTensor* k_out, const fusednorm_qk_rmsnorm_options* options,
-                                     QkRmsnormCall* call, CallDevice* device) {
-  FN_TRY(qk_args(kind, q, k, stats, q_weight, k_weight, q_out, k_out, options, call, device));
+                                     const DLTensor* k_out, const DLTensor* out_scales,
+                                     const fusednorm_qk_rmsnorm_options* options, QkRmsnormCall* call,
+                                     CallDevice* device) {
+  FN_TRY(qk_args(kind, q, k, stats, q_weight, k_weight, q_out, k_out, out_scales, options, call, device));
   // Aliasing: written tensors hold no element twice and share no byte with any other tensor,
   // except an output that is its input's very view (in place); inputs may share memory.
   const int bits = dtype_bits(call->in_type);
@@ -259,14 +290,17 @@ fusednorm_status validate_qk_rmsnorm(QkKind kind, const DLTensor* q, const DLTen
   }
   FN_TRY(check_rows_disjoint(q_out, "q_out"));
   FN_TRY(check_rows_disjoint(k_out, "k_out"));
-  QkTensorRef ts[7] = {{q, "q", bits, false, -1},
+  const int out_bits = dtype_bits(call->out_type);
+  QkTensorRef ts[8] = {{q, "q", bits, false, -1},
                        {k, "k", bits, false, -1},
                        {q_weight, "q_weight", dtype_bits(call->q.w_type), false, -1},
                        {k_weight, "k_weight", dtype_bits(call->k.w_type), false, -1},
-                       {q_out, "q_out", bits, true, 0},
-                       {k_out, "k_out", bits, true, 1},
-                       {stats, "stats", 32, false, -1}};
-  return qk_overlaps(ts, kind == QkKind::kApply ? 7 : 6);
+                       {q_out, "q_out", out_bits, true, 0},
+                       {k_out, "k_out", out_bits, true, 1}};
+  int n = 6;
+  if (kind == QkKind::kApply) ts[n++] = {stats, "stats", 32, false, -1};
+  if (out_scales != nullptr) ts[n++] = {out_scales, "out_scales", 32, false, -1};
+  return qk_overlaps(ts, n);
 }
 
 }  // namespace fusednorm

@@ -41,9 +41,10 @@ fusednorm_status qk_rmsnorm_stats(const DLTensor* q, const DLTensor* k, DLTensor
                                   const fusednorm_qk_rmsnorm_options* options);
 fusednorm_status qk_rmsnorm_apply(const DLTensor* q, const DLTensor* k, const DLTensor* stats,
                                   const DLTensor* q_weight, const DLTensor* k_weight, DLTensor* q_out,
-                                  DLTensor* k_out, const fusednorm_qk_rmsnorm_options* options);
+                                  DLTensor* k_out, const DLTensor* out_scales,
+                                  const fusednorm_qk_rmsnorm_options* options);
 fusednorm_status qk_rmsnorm(const DLTensor* q, const DLTensor* k, const DLTensor* q_weight,
-                            const DLTensor* k_weight, DLTensor* q_out, DLTensor* k_out,
+                            const DLTensor* k_weight, DLTensor* q_out, DLTensor* k_out, const DLTensor* out_scales,
                             const fusednorm_qk_rmsnorm_options* options);
 
 }  // namespace reference

@@ -14,12 +14,12 @@ namespace {
 
 using namespace mut;  // NOLINT: the tables read as field = value
 
-enum { kQ, kK, kStats, kQw, kKw, kQo, kKo };
+enum { kQ, kK, kStats, kQw, kKw, kQo, kKo, kOsc };
 
 class Qk : public Args {
  public:
   explicit Qk(QkKind kind = QkKind::kApply)
-      : Args({"q", "k", "stats", "q_weight", "k_weight", "q_out", "k_out"}), kind(kind) {
+      : Args({"q", "k", "stats", "q_weight", "k_weight", "q_out", "k_out", "out_scales"}), kind(kind) {
     fusednorm_qk_rmsnorm_options_init(&opts);
     opts.q_global_width = 512;
     opts.k_global_width = 128;
@@ -34,6 +34,8 @@ class Qk : public Args {
     make(kKw, DType::kF32, {128});
     make(kQo, DType::kBF16, {4, 256});
     make(kKo, DType::kBF16, {4, 128});
+    make(kOsc, DType::kF32, {2});
+    set_null(kOsc);
     if (kind == QkKind::kStats)
       for (int s : {kQw, kKw, kQo, kKo}) set_null(s);
     if (kind == QkKind::kFused) set_null(kStats);
@@ -52,9 +54,10 @@ class Qk : public Args {
       case QkKind::kStats: return fusednorm_qk_rmsnorm_stats(ptr(kQ), ptr(kK), ptr(kStats), options(), nullptr);
       case QkKind::kApply:
         return fusednorm_qk_rmsnorm_apply(ptr(kQ), ptr(kK), ptr(kStats), ptr(kQw), ptr(kKw), ptr(kQo), ptr(kKo),
-                                          options(), nullptr);
+                                          ptr(kOsc), options(), nullptr);
       default:
-        return fusednorm_qk_rmsnorm(ptr(kQ), ptr(kK), ptr(kQw), ptr(kKw), ptr(kQo), ptr(kKo), options(), nullptr);
+        return fusednorm_qk_rmsnorm(ptr(kQ), ptr(kK), ptr(kQw), ptr(kKw), ptr(kQo), ptr(kKo), ptr(kOsc), options(),
+                                    nullptr);
     }
   }
   fusednorm_status call_reference() override {
@@ -62,8 +65,9 @@ class Qk : public Args {
       case QkKind::kStats: return reference::qk_rmsnorm_stats(ptr(kQ), ptr(kK), ptr(kStats), options());
       case QkKind::kApply:
         return reference::qk_rmsnorm_apply(ptr(kQ), ptr(kK), ptr(kStats), ptr(kQw), ptr(kKw), ptr(kQo), ptr(kKo),
-                                           options());
-      default: return reference::qk_rmsnorm(ptr(kQ), ptr(kK), ptr(kQw), ptr(kKw), ptr(kQo), ptr(kKo), options());
+                                           ptr(kOsc), options());
+      default:
+        return reference::qk_rmsnorm(ptr(kQ), ptr(kK), ptr(kQw), ptr(kKw), ptr(kQo), ptr(kKo), ptr(kOsc), options());
     }
   }
   QkKind kind;
@@ -83,6 +87,18 @@ std::function<void(Qk&)> kind(QkKind k, std::function<void(Qk&)> then = [](Qk&) 
     then(c);
   };
 }
+// FP8 outputs of this format for both sides, with their scales [2] f32 (0.02, 0.05).
+std::function<void(Qk&)> fp8(DType t, std::function<void(Qk&)> then = [](Qk&) {}) {
+  return [=](Qk& c) {
+    c.make(kQo, t, c.tensor(kQ).shape());
+    c.make(kKo, t, c.tensor(kK).shape());
+    c.make(kOsc, DType::kF32, {2});
+    c.tensor(kOsc).set(0, 0, 0.02f);
+    c.tensor(kOsc).set(0, 1, 0.05f);
+    then(c);
+  };
+}
+
 // The output is the input's view one element later (overlapping, not the same view).
 std::function<void(Qk&)> shifted_out(int out, int in) {
   return [=](Qk& c) {
@@ -111,7 +127,7 @@ TEST_CASE("qk_rmsnorm: widths, weights and statistics that do not match", "[bad_
       {"q width 0", all<Qk>({remake(kQ, DType::kBF16, {4, 0}), remake(kQo, DType::kBF16, {4, 0})}), kInvalid,
        {"q.shape[1] = 0"}},
       {"q_out width", remake(kQo, DType::kBF16, {4, 255}), kInvalid, {"q_out has shape [4, 255]", "q has shape [4, 256]"}},
-      {"k_out dtype f32", remake(kKo, DType::kF32, {4, 128}), kUnsupported, {"k_out.dtype = f32", "input's dtype"}},
+      {"k_out dtype f32", remake(kKo, DType::kF32, {4, 128}), kUnsupported, {"k_out.dtype = f32", "f8e4m3fn"}},
       {"q_out NULL", null(kQo), kInvalid, {"q_out is NULL"}},
       {"k_weight NULL", null(kKw), kInvalid, {"k_weight is NULL"}},
       {"q f64", dtype(kQ, DLDataType{kDLFloat, 64, 1}), kUnsupported, {"q.dtype", "bits 64"}},
@@ -153,6 +169,28 @@ TEST_CASE("qk_rmsnorm: global widths, head_dim and options", "[bad_input][qk_rms
   run_bad_cases(table);
 }
 
+TEST_CASE("qk_rmsnorm: FP8 outputs and their scales", "[bad_input][qk_rmsnorm]") {
+  const BadTable<Qk> table = {
+      {"FP8 without scales", fp8(DType::k_f8e4m3fn, null(kOsc)), kInvalid,
+       {"out_scales is NULL but the outputs are f8e4m3fn"}},
+      {"scales with bf16 outputs", [](Qk& c) { c.make(kOsc, DType::kF32, {2}); }, kInvalid,
+       {"out_scales must be NULL unless the outputs are FP8 (q_out.dtype = bf16)"}},
+      {"scales [3]", fp8(DType::k_f8e4m3fn, remake(kOsc, DType::kF32, {3})), kInvalid, {"out_scales has shape [3]"}},
+      {"scales [1, 2]", fp8(DType::k_f8e4m3fnuz, remake(kOsc, DType::kF32, {1, 2})), kInvalid,
+       {"out_scales has shape [1, 2]"}},
+      {"scales bf16", fp8(DType::k_f8e4m3fn, remake(kOsc, DType::kBF16, {2})), kUnsupported, {"out_scales.dtype = bf16"}},
+      {"scales on cuda", fp8(DType::k_f8e4m3fn, device(kOsc, kDLCUDA, 0)), kInvalid, {"out_scales is on cuda:0"}},
+      {"outputs of two dtypes", remake(kKo, DType::k_f8e4m3fn, {4, 128}), kInvalid,
+       {"k_out.dtype = f8e4m3fn but q_out.dtype = bf16"}},
+      {"f8e5m2 outputs", fp8(DType::k_f8e5m2), kUnsupported, {"q_out.dtype = f8e5m2"}},
+      {"FP8 output over q", fp8(DType::k_f8e4m3fn, [](Qk& c) { c.dl(kQo).data = c.dl(kQ).data; }), kInvalid,
+       {"q and q_out overlap"}},
+      {"scales over k_out", fp8(DType::k_f8e4m3fn, [](Qk& c) { c.dl(kOsc).data = c.dl(kKo).data; }), kInvalid,
+       {"k_out and out_scales overlap"}},
+  };
+  run_bad_cases(table);
+}
+
 TEST_CASE("qk_rmsnorm: overlapping tensors (only the very same view is in place)", "[bad_input][qk_rmsnorm]") {
   const BadTable<Qk> table = {
       {"q_out overlaps q by one element", shifted_out(kQo, kQ), kInvalid, {"q and q_out overlap"}},
@@ -180,6 +218,8 @@ TEST_CASE("qk_rmsnorm: valid calls (in place, per head, stats) equal the referen
       {"stats", kind(QkKind::kStats)},
       {"fused", kind(QkKind::kFused)},
       {"fused per head", [](Qk& c) { c.use_heads(64); }},
+      {"apply to f8e4m3fn", fp8(DType::k_f8e4m3fn)},
+      {"fused per head to f8e4m3fnuz", fp8(DType::k_f8e4m3fnuz, [](Qk& c) { c.use_heads(64); })},
   };
   run_controls(controls);
 }

@@ -66,8 +66,8 @@ struct QkBench {
       if (st != FUSEDNORM_SUCCESS || !m.split) return st;
     }
     if (m.kind == QkKind::kApply)
-      return fusednorm_qk_rmsnorm_apply(&x.q, &x.k, &x.stats, &x.qw, &x.kw, &x.qo, &x.ko, &o, stream);
-    return fusednorm_qk_rmsnorm(&x.q, &x.k, &x.qw, &x.kw, &x.qo, &x.ko, &o, stream);
+      return fusednorm_qk_rmsnorm_apply(&x.q, &x.k, &x.stats, &x.qw, &x.kw, &x.qo, &x.ko, nullptr, &o, stream);
+    return fusednorm_qk_rmsnorm(&x.q, &x.k, &x.qw, &x.kw, &x.qo, &x.ko, nullptr, &o, stream);
   }
   static void point(QkTensors& x, char* base, const Layout& l, size_t s) {
     char* b = base + s * l.set;
@@ -123,8 +123,8 @@ struct QkBench {
       fusednorm_status rs;
       if (ref_mode.kind == QkKind::kStats) rs = reference::qk_rmsnorm_stats(&h.q, &h.k, &h.stats, &o);
       else if (ref_mode.kind == QkKind::kApply)
-        rs = reference::qk_rmsnorm_apply(&h.q, &h.k, &h.stats, &h.qw, &h.kw, &h.qo, &h.ko, &o);
-      else rs = reference::qk_rmsnorm(&h.q, &h.k, &h.qw, &h.kw, &h.qo, &h.ko, &o);
+        rs = reference::qk_rmsnorm_apply(&h.q, &h.k, &h.stats, &h.qw, &h.kw, &h.qo, &h.ko, nullptr, &o);
+      else rs = reference::qk_rmsnorm(&h.q, &h.k, &h.qw, &h.kw, &h.qo, &h.ko, nullptr, &o);
       if (rs != FUSEDNORM_SUCCESS) {
         res.ok = false;
         res.error = std::string("reference: ") + fusednorm_last_error();

@@ -33,6 +33,8 @@ struct QkSpec {
   int stats_kind = FUSEDNORM_QK_STATS_SUMS;
   int64_t q_global = 0, k_global = 0;  // apply with sums; 0 = the local width
   float eps = 1e-6f, weight_offset = 0.0f;
+  DType out = DType::kInvalid;  // the outputs' dtype: kInvalid = the input's; or FP8
+  float q_scale = 0.02f, k_scale = 0.05f;  // FP8 outputs' static dequantization scales
 
   std::string describe() const {
     std::ostringstream s;
@@ -40,7 +42,7 @@ struct QkSpec {
     for (auto d : lead) s << d << ",";
     s << "] nq=" << nq << " nk=" << nk << " head_dim=" << head_dim << " pad=" << row_pad << " misalign=" << misalign
       << " in_place=" << in_place << " stats_kind=" << stats_kind << " global=" << q_global << "/" << k_global
-      << " eps=" << eps << " offset=" << weight_offset;
+      << " eps=" << eps << " offset=" << weight_offset << " out=" << dtype_name(out_type());
     return s.str();
   }
   fusednorm_qk_rmsnorm_options options() const {
@@ -66,6 +68,8 @@ struct QkSpec {
     s.w = w == DType::kInvalid ? in : w;
     return s;
   }
+  DType out_type() const { return out == DType::kInvalid ? in : out; }
+  bool fp8() const { return out_type() != in; }
   int64_t q_group() const { return head_dim ? head_dim : nq; }
   int64_t k_group() const { return head_dim ? head_dim : nk; }
   std::vector<int64_t> shape(int64_t last) const {
@@ -81,7 +85,7 @@ inline constexpr int64_t kModularQkShapes[][3] = {{16, 1536, 256}, {512, 1536, 2
 
 struct QkTensors {
   QkSpec spec;
-  std::unique_ptr<HostTensor> q, k, qw, kw, qo, ko, stats;
+  std::unique_ptr<HostTensor> q, k, qw, kw, qo, ko, stats, scales;
 
   explicit QkTensors(const QkSpec& s) : spec(s) {
     q = std::make_unique<HostTensor>(s.in, s.shape(s.nq), s.row_pad, s.misalign);
@@ -89,10 +93,15 @@ struct QkTensors {
     qw = std::make_unique<HostTensor>(s.w, std::vector<int64_t>{s.q_group()}, 0, s.misalign);
     kw = std::make_unique<HostTensor>(s.w, std::vector<int64_t>{s.k_group()}, 0, s.misalign ? 2 : 0);
     if (!s.in_place) {
-      qo = std::make_unique<HostTensor>(s.in, s.shape(s.nq), s.row_pad, s.misalign ? 2 : 0);
-      ko = std::make_unique<HostTensor>(s.in, s.shape(s.nk), s.row_pad, 0);
+      qo = std::make_unique<HostTensor>(s.out_type(), s.shape(s.nq), s.row_pad, s.misalign ? 2 : 0);
+      ko = std::make_unique<HostTensor>(s.out_type(), s.shape(s.nk), s.row_pad, 0);
     }
     stats = std::make_unique<HostTensor>(DType::kF32, s.shape(2));
+    if (s.fp8()) {
+      scales = std::make_unique<HostTensor>(DType::kF32, std::vector<int64_t>{2}, 0, s.misalign ? 1 : 0);
+      scales->set(0, 0, s.q_scale);
+      scales->set(0, 1, s.k_scale);
+    }
   }
 
   // Same spec and the same data bytes (inputs and statistics; outputs fresh, poisoned).
@@ -103,6 +112,7 @@ struct QkTensors {
     c->qw->copy_from(*qw);
     c->kw->copy_from(*kw);
     c->stats->copy_from(*stats);
+    if (scales) c->scales->copy_from(*scales);
     return c;
   }
 
@@ -143,6 +153,7 @@ struct QkTensors {
   DLTensor* k_out() { return spec.in_place ? k->dl() : ko->dl(); }
   HostTensor& q_result() { return spec.in_place ? *q : *qo; }
   HostTensor& k_result() { return spec.in_place ? *k : *ko; }
+  DLTensor* out_scales() { return scales ? scales->dl() : nullptr; }
 
   fusednorm_status run(QkKind kind, bool reference = false) {
     const fusednorm_qk_rmsnorm_options o = spec.options();
@@ -152,12 +163,13 @@ struct QkTensors {
                          : fusednorm_qk_rmsnorm_stats(q->dl(), k->dl(), stats->dl(), &o, nullptr);
       case QkKind::kApply:
         return reference ? reference::qk_rmsnorm_apply(q->dl(), k->dl(), stats->dl(), qw->dl(), kw->dl(), q_out(),
-                                                       k_out(), &o)
+                                                       k_out(), out_scales(), &o)
                          : fusednorm_qk_rmsnorm_apply(q->dl(), k->dl(), stats->dl(), qw->dl(), kw->dl(), q_out(),
-                                                      k_out(), &o, nullptr);
+                                                      k_out(), out_scales(), &o, nullptr);
       default:
-        return reference ? reference::qk_rmsnorm(q->dl(), k->dl(), qw->dl(), kw->dl(), q_out(), k_out(), &o)
-                         : fusednorm_qk_rmsnorm(q->dl(), k->dl(), qw->dl(), kw->dl(), q_out(), k_out(), &o, nullptr);
+        return reference ? reference::qk_rmsnorm(q->dl(), k->dl(), qw->dl(), kw->dl(), q_out(), k_out(), out_scales(), &o)
+                         : fusednorm_qk_rmsnorm(q->dl(), k->dl(), qw->dl(), kw->dl(), q_out(), k_out(), out_scales(), &o,
+                                                nullptr);
     }
   }
 

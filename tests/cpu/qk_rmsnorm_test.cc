@@ -8,6 +8,9 @@
 #include <catch2/catch.hpp>
 #include <tbb/task_arena.h>
 
+#include <array>
+#include <thread>
+
 #include "common/qk_case.h"
 #include "common/targets.h"
 
@@ -69,6 +72,51 @@ TEST_CASE("qk_rmsnorm: odd widths, strided and misaligned views, rank 3, in plac
       if (w[2] != 0) {  // a per-head mode
         s.head_dim = w[2];
         check_all_kinds(s, rng);
+      }
+    }
+}
+
+// FP8 attention: the outputs encoded to f8e4m3fn / f8e4m3fnuz with static scales (some values
+// saturate: y reaches ~6 and the k scale maps 448 to ~4.5), whole rows and heads, odd widths.
+TEST_CASE("qk_rmsnorm: FP8 outputs with static scales, every target", "[qk_rmsnorm][cpu]") {
+  std::mt19937_64 rng(28);
+  for (DType out : {DType::k_f8e4m3fn, DType::k_f8e4m3fnuz})
+    for (DType in : {DType::kF32, DType::kBF16, DType::kF16})
+      for (const auto& w : {std::array<int64_t, 3>{1536, 256, 128}, std::array<int64_t, 3>{17, 34, 0}}) {
+        QkSpec s = QkSpec::of({3, 5}, w[0], w[1], 0, in);
+        s.out = out;
+        s.q_scale = 0.02f;
+        s.k_scale = 0.01f;
+        s.row_pad = 1;
+        s.misalign = in == DType::kF16 ? 1 : 0;  // odd addresses: q, k, weights and the scales
+        check_all_kinds(s, rng);
+        if (w[2]) {
+          s.head_dim = w[2];
+          check_all_kinds(s, rng);
+        }
+      }
+  // The codes against double precision: dec(code) * s approximates y within the format's
+  // precision (3 mantissa bits: half an ulp is <= 2^-4 relative), or is the saturated maximum.
+  QkSpec s = QkSpec::of({4}, 512, 128, 0, DType::kF32);
+  s.out = DType::k_f8e4m3fn;
+  QkTensors t(s);
+  t.fill_random(rng);
+  REQUIRE(t.run(QkKind::kFused, true) == FUSEDNORM_SUCCESS);
+  for (int64_t r = 0; r < 4; ++r)
+    for (int j = 0; j < 2; ++j) {
+      HostTensor& x = j ? *t.k : *t.q;
+      HostTensor& wt = j ? *t.kw : *t.qw;
+      const int64_t n = j ? s.nk : s.nq;
+      const double scale = j ? s.k_scale : s.q_scale;
+      double ss = 0;
+      for (int64_t i = 0; i < n; ++i) ss += double(x.get(r, i)) * x.get(r, i);
+      const double inv = 1.0 / sqrt(ss / double(n) + double(s.eps));
+      for (int64_t i = 0; i < n; ++i) {
+        const double v = x.get(r, i) * inv * wt.get(0, i) / scale;
+        const double got = (j ? t.ko : t.qo)->get(r, i);
+        INFO("row " << r << " side " << j << " element " << i << ": y / s = " << v << ", code value " << got);
+        if (fabs(v) >= 448.0) CHECK(got == (v > 0 ? 448.0 : -448.0));
+        else CHECK(fabs(got - v) <= fabs(v) / 16 + ldexp(1.0, -10));  // subnormal quantum 2^-9: half is 2^-10
       }
     }
 }
@@ -145,6 +193,36 @@ TEST_CASE("qk_rmsnorm: results depend neither on the thread count nor on the oth
       REQUIRE(memcmp(a.qo->row(0), one->qo->row(r), size_t(s.nq * 2)) == 0);
       REQUIRE(memcmp(a.ko->row(0), one->ko->row(r), size_t(s.nk * 2)) == 0);
     }
+  }
+}
+
+// Threads calling at once (oneTBB's workers run blocks of different calls in turn): each call
+// gets its own weights' gamma' (the per-thread cache is keyed by the call), so every result
+// equals the reference's. Failures are collected per thread (Catch2 is not thread-safe).
+TEST_CASE("qk_rmsnorm: concurrent calls with different weights and modes", "[qk_rmsnorm][cpu]") {
+  constexpr int kThreads = 6;
+  std::vector<std::unique_ptr<QkTensors>> cases, refs;
+  std::mt19937_64 rng(27);
+  for (int i = 0; i < kThreads; ++i) {
+    cases.push_back(std::make_unique<QkTensors>(QkSpec::of({64}, 1024, 256, i % 2 ? 128 : 0)));
+    cases.back()->fill_random(rng);
+    refs.push_back(cases.back()->clone());
+    REQUIRE(refs.back()->run(QkKind::kFused, true) == FUSEDNORM_SUCCESS);
+  }
+  std::vector<std::string> failures(kThreads);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i)
+    threads.emplace_back([&, i] {
+      for (int it = 0; it < 8 && failures[size_t(i)].empty(); ++it) {
+        auto t = cases[size_t(i)]->clone();
+        if (t->run(QkKind::kFused) != FUSEDNORM_SUCCESS) failures[size_t(i)] = fusednorm_last_error();
+        else failures[size_t(i)] = t->compare(*refs[size_t(i)]);
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < kThreads; ++i) {
+    INFO("thread " << i);
+    CHECK(failures[size_t(i)] == "");
   }
 }
 

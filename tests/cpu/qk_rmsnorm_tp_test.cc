@@ -65,7 +65,7 @@ struct Outputs {
 // The single-device result: fused outputs and the sums of squares over the whole rows.
 void single_device(Model& m, Outputs& o) {
   View q(m.qkv, 0, kNq), k(m.qkv, kNq, kNk);
-  REQUIRE(fusednorm_qk_rmsnorm(&q.dl, &k.dl, m.qw.dl(), m.kw.dl(), o.q.dl(), o.k.dl(), nullptr, nullptr) ==
+  REQUIRE(fusednorm_qk_rmsnorm(&q.dl, &k.dl, m.qw.dl(), m.kw.dl(), o.q.dl(), o.k.dl(), nullptr, nullptr, nullptr) ==
           FUSEDNORM_SUCCESS);
   REQUIRE(fusednorm_qk_rmsnorm_stats(&q.dl, &k.dl, o.stats.dl(), nullptr, nullptr) == FUSEDNORM_SUCCESS);
 }
@@ -121,7 +121,8 @@ void tensor_parallel(Model& m, const std::vector<int64_t>& q_heads, const std::v
     opt.stats_kind = reduce == Reduce::kSums ? FUSEDNORM_QK_STATS_SUMS : FUSEDNORM_QK_STATS_MEAN_SQUARES;
     opt.q_global_width = kNq;
     opt.k_global_width = kNk;
-    return fusednorm_qk_rmsnorm_apply(&q.dl, &k.dl, stats[r]->dl(), &qw.dl, &kw.dl, &qo.dl, &ko.dl, &opt, nullptr);
+    return fusednorm_qk_rmsnorm_apply(&q.dl, &k.dl, stats[r]->dl(), &qw.dl, &kw.dl, &qo.dl, &ko.dl, nullptr, &opt,
+                                      nullptr);
   });
 }
 

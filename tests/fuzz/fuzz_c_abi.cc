@@ -121,47 +121,7 @@ void rq_options(Ctx& c) {
 bool rq_packed(const Ctx& c) { return !c.opts_null && c.ro.scale_placement == FUSEDNORM_SCALES_PACKED_ROW_END; }
 int32_t rq_mode(const Ctx& c) { return c.opts_null ? FUSEDNORM_SCALE_DYNAMIC_ROW : c.ro.scale_mode; }
 
-// ---- qk_rmsnorm: k's width from osel[7] (q's is h); the in-place forms (outputs = q and k)
-// keep within the harness's five slots.
-int64_t qk_nk(const Ctx& c) {
-  const int64_t h = c.h;
-  const int64_t v[] = {h, h, h / 2, h / 4, h + 8, 1, 3 * h};
-  return v[c.s->osel[7] % 7];
-}
-void qk_options(Ctx& c) {
-  const Spec& s = *c.s;
-  auto& o = init_options(c, c.qo, fusednorm_qk_rmsnorm_options_init);
-  const int32_t kinds[] = {0, 0, 0, 1, 1, 2, -1};
-  const int64_t heads[] = {0, 0, 0, 1, 2, 4, 8, 16, 32, 64, 128, 3, -64};
-  o.stats_kind = pick(s.osel[1], kinds, int32_t(s.oraw[0] % 5) - 2);
-  o.reserved0 = s.osel[3] >= 0xF0 ? int32_t(s.oraw[3]) : 0;
-  o.head_dim = pick(s.osel[4], heads, int64_t(int32_t(s.oraw[3])));
-  o.eps = pick(s.osel[5], kEpsChoices, f32_bits(s.oraw[0]));
-  o.weight_offset = pick(s.osel[6], kWoffChoices, f32_bits(s.oraw[1]));
-}
-// Global widths (apply; known once h is): the local width (one rank), more ranks' worth, too
-// small, 0, negative, or raw.
-int64_t qk_global(int64_t local, uint8_t sel, uint32_t raw) {
-  switch (sel % 8) {
-    case 3: return 3 * local + 1;
-    case 4: return local - 1;
-    case 5: return 0;
-    case 6: return -local;
-    case 7: return int64_t(int32_t(raw));
-    default: return local;
-  }
-}
-const fusednorm_qk_rmsnorm_options* qk_opts(Ctx& c) {
-  c.qo.q_global_width = qk_global(c.h, c.s->osel[8], c.s->oraw[1]);
-  c.qo.k_global_width = qk_global(qk_nk(c), c.s->osel[9], c.s->oraw[2]);
-  return c.opts_null ? nullptr : &c.qo;
-}
-const std::vector<DType> kQkIn = {DType::kF32, DType::kF16, DType::kBF16};
-// Weights: [head_dim] with a positive head_dim (fused), else the side's width.
-std::vector<int64_t> qk_weight_shape(const Ctx& c, int64_t width, bool fused) {
-  const int64_t d = c.opts_null ? 0 : c.qo.head_dim;
-  return std::vector<int64_t>{fused && d > 0 ? d : width};
-}
+#include "fuzz_qk.inc"  // qk_rmsnorm's options, shapes and its entries of kOps (FUZZ_QK_OPS)
 #include "fuzz_mla.h"
 
 const OpDesc kOps[] = {
@@ -208,44 +168,7 @@ const OpDesc kOps[] = {
        return reference::rmsnorm_quant(tp(c, 0), tp(c, 1), tp(c, 2), tp(c, 3), tp(c, 4), c.opts_null ? nullptr : &c.ro);
      }},
     // qk_rmsnorm (appended: existing inputs keep their operation)
-    {"qk_rmsnorm_stats",
-     {{"q", kQkIn}, {"k", {}}, {"stats", {DType::kF32}}},
-     qk_options,
-     [](const Ctx&, int) { return false; },
-     [](const Ctx&, int slot) { return slot == 2 ? 2 : 0; },
-     [](const Ctx& c, int slot) { return full_shape(c, slot == 0 ? c.h : slot == 1 ? qk_nk(c) : 2); },
-     [](Ctx& c) { return fusednorm_qk_rmsnorm_stats(tp(c, 0), tp(c, 1), tp(c, 2), qk_opts(c), nullptr); },
-     [](Ctx& c) { return reference::qk_rmsnorm_stats(tp(c, 0), tp(c, 1), tp(c, 2), qk_opts(c)); }},
-    {"qk_rmsnorm_apply_in_place",
-     {{"q", kQkIn}, {"k", {}}, {"stats", {DType::kF32}}, {"q_weight", kQkIn}, {"k_weight", kQkIn}},
-     qk_options,
-     [](const Ctx&, int) { return false; },
-     [](const Ctx&, int slot) { return slot < 2 ? 1 : 0; },
-     [](const Ctx& c, int slot) {
-       return slot == 0 ? full_shape(c, c.h) : slot == 1 ? full_shape(c, qk_nk(c)) : slot == 2 ? full_shape(c, 2)
-              : qk_weight_shape(c, slot == 3 ? c.h : qk_nk(c), false);
-     },
-     [](Ctx& c) {
-       return fusednorm_qk_rmsnorm_apply(tp(c, 0), tp(c, 1), tp(c, 2), tp(c, 3), tp(c, 4), tp(c, 0), tp(c, 1),
-                                         qk_opts(c), nullptr);
-     },
-     [](Ctx& c) {
-       return reference::qk_rmsnorm_apply(tp(c, 0), tp(c, 1), tp(c, 2), tp(c, 3), tp(c, 4), tp(c, 0), tp(c, 1),
-                                          qk_opts(c));
-     }},
-    {"qk_rmsnorm_in_place",
-     {{"q", kQkIn}, {"k", {}}, {"q_weight", kQkIn}, {"k_weight", kQkIn}},
-     qk_options,
-     [](const Ctx&, int) { return false; },
-     [](const Ctx&, int slot) { return slot < 2 ? 1 : 0; },
-     [](const Ctx& c, int slot) {
-       return slot == 0 ? full_shape(c, c.h) : slot == 1 ? full_shape(c, qk_nk(c))
-                                                         : qk_weight_shape(c, slot == 2 ? c.h : qk_nk(c), true);
-     },
-     [](Ctx& c) {
-       return fusednorm_qk_rmsnorm(tp(c, 0), tp(c, 1), tp(c, 2), tp(c, 3), tp(c, 0), tp(c, 1), qk_opts(c), nullptr);
-     },
-     [](Ctx& c) { return reference::qk_rmsnorm(tp(c, 0), tp(c, 1), tp(c, 2), tp(c, 3), tp(c, 0), tp(c, 1), qk_opts(c)); }},
+    FUZZ_QK_OPS
     mla_op_desc(),  // tests/fuzz/fuzz_mla.h
 };
 constexpr int kNumOps = int(sizeof kOps / sizeof kOps[0]);

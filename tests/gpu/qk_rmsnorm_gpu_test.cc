@@ -6,6 +6,8 @@
 #include <cuda_runtime.h>
 #include <math.h>
 
+#include <array>
+
 #include <catch2/catch.hpp>
 
 #include "common/device_mirror.h"
@@ -23,7 +25,7 @@ const char* kind_name(QkKind k) { return k == QkKind::kStats ? "stats" : k == Qk
 // A qk case's tensors mirrored on the GPU (in place: the outputs are q's and k's mirrors).
 struct QkDevice {
   QkTensors& host;
-  std::unique_ptr<DeviceMirror> q, k, qw, kw, qo, ko, stats;
+  std::unique_ptr<DeviceMirror> q, k, qw, kw, qo, ko, stats, scales;
   explicit QkDevice(QkTensors& h) : host(h) {
     q = std::make_unique<DeviceMirror>(*h.q);
     k = std::make_unique<DeviceMirror>(*h.k);
@@ -32,22 +34,25 @@ struct QkDevice {
     if (h.qo) qo = std::make_unique<DeviceMirror>(*h.qo);
     if (h.ko) ko = std::make_unique<DeviceMirror>(*h.ko);
     stats = std::make_unique<DeviceMirror>(*h.stats);
+    if (h.scales) scales = std::make_unique<DeviceMirror>(*h.scales);
   }
   cudaError_t error() const {
-    for (const auto* m : {&q, &k, &qw, &kw, &qo, &ko, &stats})
+    for (const auto* m : {&q, &k, &qw, &kw, &qo, &ko, &stats, &scales})
       if (*m && (*m)->error() != cudaSuccess) return (*m)->error();
     return cudaSuccess;
   }
   DLTensor* q_out() { return qo ? qo->dl() : q->dl(); }
   DLTensor* k_out() { return ko ? ko->dl() : k->dl(); }
+  DLTensor* out_scales() { return scales ? scales->dl() : nullptr; }
   fusednorm_status enqueue(QkKind kind, cudaStream_t stream = nullptr) {
     const fusednorm_qk_rmsnorm_options o = host.spec.options();
     switch (kind) {
       case QkKind::kStats: return fusednorm_qk_rmsnorm_stats(q->dl(), k->dl(), stats->dl(), &o, stream);
       case QkKind::kApply:
-        return fusednorm_qk_rmsnorm_apply(q->dl(), k->dl(), stats->dl(), qw->dl(), kw->dl(), q_out(), k_out(), &o,
-                                          stream);
-      default: return fusednorm_qk_rmsnorm(q->dl(), k->dl(), qw->dl(), kw->dl(), q_out(), k_out(), &o, stream);
+        return fusednorm_qk_rmsnorm_apply(q->dl(), k->dl(), stats->dl(), qw->dl(), kw->dl(), q_out(), k_out(),
+                                          out_scales(), &o, stream);
+      default:
+        return fusednorm_qk_rmsnorm(q->dl(), k->dl(), qw->dl(), kw->dl(), q_out(), k_out(), out_scales(), &o, stream);
     }
   }
   cudaError_t upload_inputs() {
@@ -122,6 +127,28 @@ TEST_CASE("gpu qk_rmsnorm: odd widths and heads, strided and misaligned views, r
         check_all(s, rng);
       }
     }
+}
+
+TEST_CASE("gpu qk_rmsnorm: FP8 outputs (f8e4m3fn, f8e4m3fnuz) with static scales", "[gpu][qk_rmsnorm]") {
+  if (!cuda_backend_available()) return;
+  std::mt19937_64 rng(28);
+  for (DType out : {DType::k_f8e4m3fn, DType::k_f8e4m3fnuz})
+    for (DType in : {DType::kF32, DType::kBF16, DType::kF16})
+      for (const auto& w : {std::array<int64_t, 3>{4096, 512, 128}, std::array<int64_t, 3>{1536, 257, 0},
+                            std::array<int64_t, 3>{17, 34, 0}})
+        for (int layout = 0; layout < 2; ++layout) {
+          QkSpec s = QkSpec::of({37}, w[0], w[1], 0, in);
+          s.out = out;
+          s.q_scale = 0.02f;
+          s.k_scale = 0.01f;  // some codes saturate
+          s.row_pad = layout ? 3 : 0;
+          s.misalign = layout ? 1 : 0;  // the scales misaligned too
+          check_all(s, rng);
+          if (w[2]) {
+            s.head_dim = w[2];
+            check_all(s, rng);
+          }
+        }
 }
 
 TEST_CASE("gpu qk_rmsnorm: special values", "[gpu][qk_rmsnorm]") {

@@ -38,6 +38,11 @@ if want build || want test || want sanitize || want bench || want compare || wan
     ninja -C build-gpu fusednorm fusednorm_cuda fusednorm-bench "${gpu_tests[@]}" test_gpu_concurrency \
       >"$out/build.log" 2>&1
   rc=$?
+  # qk_rmsnorm's NCCL example, where configure found NCCL (examples/CMakeLists.txt).
+  if [ $rc -eq 0 ] && ninja -C build-gpu -t targets all | grep -q '^fusednorm-qk-tp-nccl:'; then
+    ninja -C build-gpu fusednorm-qk-tp-nccl >>"$out/build.log" 2>&1
+    rc=$?
+  fi
   note "build: rc=$rc in $(( $(date +%s) - t0 )) s"
   [ $rc -eq 0 ] || { tail -30 "$out/build.log"; exit 1; }
 fi
@@ -56,6 +61,16 @@ if want test; then
   ./build-gpu/tests/test_gpu_concurrency >"$out/gpu_concurrency.log" 2>&1
   rc=$?; [ $rc -eq 0 ] || status=1
   note "gpu concurrency: rc=$rc in $(( $(date +%s) - t0 )) s: $(tail -2 "$out/gpu_concurrency.log" | tr '\n' ' ')"
+  # qk_rmsnorm's NCCL example with one rank, and with every GPU when there are several
+  # (docs/tensor_parallel.md).
+  if [ -x build-gpu/fusednorm-qk-tp-nccl ]; then
+    ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
+    for g in 1 $([ "$ngpu" -gt 1 ] && echo "$ngpu"); do
+      ./build-gpu/fusednorm-qk-tp-nccl --gpus "$g" >"$out/nccl_qk_tp_$g.log" 2>&1
+      rc=$?; [ $rc -eq 0 ] || status=1
+      note "nccl qk_rmsnorm TP, $g GPU(s): rc=$rc: $(tail -1 "$out/nccl_qk_tp_$g.log")"
+    done
+  fi
 fi
 
 if want sanitize; then
