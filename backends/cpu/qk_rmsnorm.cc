@@ -59,8 +59,17 @@ void QkSideRows(const QkRmsnormCall& c, const QkSide& s, int j, int64_t r0, int6
   float* inv = Scratch(2, size_t(s.width / s.group));  // per group: the sum, then inv
   const int64_t group_bytes = s.group * InT::kBytes, out_group_bytes = s.group * (dtype_bits(c.out_type) / 8);
   const float rcp = c.kind != QkKind::kStats && c.out_type != c.in_type ? qk_out_rcp(c, j) : 1.0f;
+  const int64_t row_bytes = s.width * InT::kBytes;
   for (int64_t r = r0; r < r1; ++r) {
     const char* x = row_ptr(c.lead, s.in, r);
+    // Sums (stats, fused): the next row into L2 while this one is computed (also past the block:
+    // the thread's next block usually starts there). The canonical order reads a row in
+    // P-element pieces, which the hardware prefetchers follow poorly: 1.9x faster stats, 1.24x
+    // fused at 2048 x (4096 + 512) bf16 on one AVX3 core; apply reads in order and is left alone.
+    if (c.kind != QkKind::kApply && r + 1 < c.lead.rows) {
+      const char* next = row_ptr(c.lead, s.in, r + 1);
+      for (int64_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(next + b, 0, 2);
+    }
     if (c.kind == QkKind::kStats) {
       const uint32_t ss = math::encode_f32<false>(SumSquares<InT, false>(x, nullptr, s.width, part));
       memcpy(row_ptr(c.lead, c.stats, r) + 4 * j, &ss, 4);

@@ -12,7 +12,7 @@
 // 16384, heads of 64 to 256) stay in registers for the apply pass; later steps (G of 5 to 8 steps,
 // e.g. 1536, 5120, 7168, or above 16384) are read again, from L1/L2.
 // Blocks hold groups of one side only: q's groups first, then k's (both sides in one launch);
-// the grid is persistent and walks over the blocks' batches. Nothing of a group's arithmetic
+// the grid is persistent and walks over the blocks' batches, prefetching its next batch into L2. Nothing of a group's arithmetic
 // depends on the grid, the row count or the other side (batch invariance).
 #pragma once
 
@@ -131,6 +131,20 @@ __global__ void __launch_bounds__(kQkMaxBlock)
   const int64_t batches = L.side[0].batches + L.side[1].batches;
   int parity = 0;
   for (int64_t b = blockIdx.x; b < batches; b += gridDim.x, parity ^= 1) {
+    // The block's next batch into L2 while this one is loaded, reduced and written: each of its
+    // groups' input bytes by one thread (sm_90: one bulk prefetch; a hint, no value is read).
+    const int64_t nb = b + gridDim.x;
+    if (nb < batches) {
+      const int jn = nb < L.side[0].batches ? 0 : 1;
+      const QkShape& shn = L.side[jn];
+      const QkSide& sn = jn ? c.k : c.q;
+      const int64_t gn = (jn ? nb - L.side[0].batches : nb) * shn.groups_per_block + threadIdx.x;
+      if (int(threadIdx.x) < shn.groups_per_block && gn < shn.groups) {
+        const int64_t pr = sn.width / sn.group, rn = pr == 1 ? gn : gn / pr;
+        gpu_prefetch_l2_range(row_at<false>(c.lead, sn.in, rn) + (gn - rn * pr) * sn.group * In::kBytes,
+                              uint32_t(sn.group * In::kBytes), 0, 1);
+      }
+    }
     const int j = b < L.side[0].batches ? 0 : 1;
     const QkShape& sh = L.side[j];
     const QkSide& s = j ? c.k : c.q;
@@ -161,7 +175,6 @@ __global__ void __launch_bounds__(kQkMaxBlock)
       for (int st = 0; st < kRegSteps; ++st)
         if (active && st < S && st * P + kQkVec * t < G) qk_load_weights(s, sh, st * P + kQkVec * t, G, gw[st]);
     gpu_allow_next_grid();
-
     float inv = 0.0f;
     if (c.kind != QkKind::kApply) {
       // The canonical sum of squares: this thread's 8 partials in step order, then the tree.
