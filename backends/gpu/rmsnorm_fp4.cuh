@@ -13,6 +13,8 @@
 #include <stdint.h>
 
 #include <algorithm>
+#include <mutex>
+#include <vector>
 
 #include "backends/gpu/gpu_runtime.h"
 #include "backends/gpu/host.cuh"
@@ -55,8 +57,11 @@ __device__ __forceinline__ math::BlockScale block_scale(uint32_t amax, float gs)
   return kBlock == 16 ? math::nvfp4_block_scale(amax, gs) : math::mxfp4_block_scale(amax);
 }
 
+// Up to 512 threads a block; the 4-step kernels at most kFp4Regs4 registers a thread (three
+// blocks of 256 threads an SM), the 8-step ones 128.
+constexpr int kFp4Regs4 = 80;
 template <DType kIn, int kSteps, int kBlock, int kWarp>
-__global__ void __launch_bounds__(kMaxBlockThreads / 2)
+__global__ void FN_KERNEL_BOUNDS(kMaxBlockThreads / 2, kSteps <= 4 ? kFp4Regs4 : 128)
     rmsnorm_fp4_kernel(FN_GRID_CONSTANT const RmsnormFp4Call c, const RowShape shape, const Accesses acc) {
   using In = InTraits<kIn>;
   constexpr int kFp4MaxSteps = kSteps;
@@ -81,31 +86,36 @@ __global__ void __launch_bounds__(kMaxBlockThreads / 2)
   for (int64_t first = int64_t(blockIdx.x) * R; first < all_rows; first += int64_t(gridDim.x) * R, parity ^= 1) {
     const int64_t row = first + rib;
     const bool real = rib < R && row < rows;
-    // 1. x (with the residual sum, rounded and written back), the partial sums of squares.
-    float x[kFp4MaxSteps][kFp4Vec];
+    // The block's next row into L2 while this one is computed (the grid is persistent).
+    const int64_t next = row + int64_t(gridDim.x) * R;
+    if (next < rows) {
+      gpu_prefetch_l2_range(row_at<false>(c.lead, c.in, next), uint32_t(h) * In::kBytes, t, T);
+      if (c.res.data != nullptr) gpu_prefetch_l2_range(row_at<false>(c.lead, c.res, next), uint32_t(h) * In::kBytes, t, T);
+    }
+    // 1. x as the input dtype's words (with the residual sum, rounded and written back), the
+    // partial sums of squares. The words, not f32 values, stay in registers (half as many for
+    // 16-bit inputs); y is computed from them where it is used, twice (maxima, codes).
+    uint32_t raw[kFp4MaxSteps][kW];
     char* in_row = real ? row_at<false>(c.lead, c.in, row) : nullptr;
     char* res_row = real && c.res.data != nullptr ? row_at<false>(c.lead, c.res, row) : nullptr;
 #pragma unroll
     for (int s = 0; s < kFp4MaxSteps; ++s) {
       const int32_t e = s * P + kFp4Vec * t;
 #pragma unroll
-      for (int j = 0; j < kFp4Vec; ++j) x[s][j] = 0.0f;
+      for (int w = 0; w < kW; ++w) raw[s][w] = 0;
       if (s < S && e < h && real) {
-        uint32_t w[kW];
-        load_vec<In::kBytes, kFp4Vec>(in_row, e, h, acc.in, w);
-#pragma unroll
-        for (int j = 0; j < kFp4Vec; ++j) x[s][j] = In::get(w, j);
+        load_vec<In::kBytes, kFp4Vec>(in_row, e, h, acc.in, raw[s]);
         if (res_row != nullptr) {
           uint32_t rw[kW], sw[kW] = {};
           load_vec<In::kBytes, kFp4Vec>(res_row, e, h, acc.in, rw);
 #pragma unroll
           for (int j = 0; j < kFp4Vec; ++j) {
-            const uint32_t code = In::encode(math::add_rn(x[s][j], In::get(rw, j)));
+            const uint32_t code = In::encode(math::add_rn(In::get(raw[s], j), In::get(rw, j)));
             sw[j / InVec::kPerWord] |= code << (32 / InVec::kPerWord * (j % InVec::kPerWord));
           }
           store_vec<In::kBytes, kFp4Vec>(res_row, e, h, acc.in, sw);
 #pragma unroll
-          for (int j = 0; j < kFp4Vec; ++j) x[s][j] = In::get(sw, j);
+          for (int w = 0; w < kW; ++w) raw[s][w] = sw[w];
         }
       }
     }
@@ -118,7 +128,10 @@ __global__ void __launch_bounds__(kMaxBlockThreads / 2)
       for (int s = 0; s < kFp4MaxSteps; ++s)
 #pragma unroll
         for (int j = 0; j < kFp4Vec; ++j)
-          if (s < S) part[j] = math::add_rn(part[j], math::mul_rn(x[s][j], x[s][j]));
+          if (s < S) {
+            const float x = In::get(raw[s], j);
+            part[j] = math::add_rn(part[j], math::mul_rn(x, x));
+          }
 #pragma unroll
       for (int n = kFp4Vec; n > 1; n /= 2)
 #pragma unroll
@@ -127,24 +140,30 @@ __global__ void __launch_bounds__(kMaxBlockThreads / 2)
           part[0], t, T, rib, red[parity], [](float a, float b) { return math::add_rn(a, b); },
           [len, eps](float ss) { return math::inv_rms(ss, len, eps); }, inv_of_row[parity]);
     }
+    // y of step s: (x × inv) × g, g = w + offset read per row (it stays in L1 / L2); quant-only x.
+    const auto y_of = [&](int s, float y[kFp4Vec]) {
+      const int32_t e = s * P + kFp4Vec * t;
+#pragma unroll
+      for (int j = 0; j < kFp4Vec; ++j) y[j] = In::get(raw[s], j);
+      if (norm && s < S && e < h) {
+        float g[kFp4Vec];
+        load_gamma<kFp4Vec, false>(c.w_type, c.weight, c.weight_offset, e, h, acc.w, g);
+#pragma unroll
+        for (int j = 0; j < kFp4Vec; ++j) y[j] = math::norm_apply(y[j], inv, g[j]);
+      }
+    };
 
-    // 2. y, the blocks' |y| maxima (lanes of a step, then steps of a block), scales, codes.
+    // 2. the blocks' |y| maxima (lanes of a step, then steps of a block), scales, codes.
     char* out_row = real ? row_at<false>(c.lead, c.out, row) : nullptr;
     uint32_t am[kFp4MaxSteps];
 #pragma unroll
     for (int s = 0; s < kFp4MaxSteps; ++s) {
       uint32_t m = 0;
-      const int32_t e = s * P + kFp4Vec * t;
-      if (norm && s < S && e < h) {
-        // g = w + offset (the weight is read per row: it stays in L1 / L2).
-        float g[kFp4Vec];
-        load_gamma<kFp4Vec, false>(c.w_type, c.weight, c.weight_offset, e, h, acc.w, g);
-#pragma unroll
-        for (int j = 0; j < kFp4Vec; ++j) x[s][j] = math::norm_apply(x[s][j], inv, g[j]);  // y
-      }
+      float y[kFp4Vec];
+      y_of(s, y);
 #pragma unroll
       for (int j = 0; j < kFp4Vec; ++j) {
-        const uint32_t b = math::bits_of(x[s][j]) & math::kF32AbsMask;
+        const uint32_t b = math::bits_of(y[j]) & math::kF32AbsMask;
         m = b > m ? b : m;
       }
 #pragma unroll
@@ -202,7 +221,9 @@ __global__ void __launch_bounds__(kMaxBlockThreads / 2)
     for (int s = 0; s < kFp4MaxSteps; ++s) {
       const int32_t e = s * P + kFp4Vec * t;
       if (!(s < S && e < h && real)) continue;
-      const uint32_t w = pack_fp4<kFp4Vec>(x[s], r[s]);
+      float y[kFp4Vec];
+      y_of(s, y);
+      const uint32_t w = pack_fp4<kFp4Vec>(y, r[s]);
       char* p = out_row + e / 2;
       if (acc.out == kVectors) {
         FN_STORE_GLOBAL(reinterpret_cast<uint32_t*>(p), w);
@@ -245,19 +266,48 @@ __global__ void __launch_bounds__(256) dequantize_fp4_kernel(FN_GRID_CONSTANT co
 
 namespace {
 
-template <DType kIn>
-gpuError_t launch_rmsnorm_fp4_in(const RmsnormFp4Call& c, const RowShape& shape, const Accesses& acc,
-                                 gpuStream_t stream) {
+using Fp4Kernel = void (*)(RmsnormFp4Call, RowShape, Accesses);
+
+// A persistent grid: as many blocks as can be resident (occupancy asked once per kernel and block
+// size), at most one a row group; each block walks its rows and prefetches its next one.
+inline gpuError_t launch_fp4(Fp4Kernel fn, const RmsnormFp4Call& c, const RowShape& shape, const Accesses& acc,
+                             int device, gpuStream_t stream) {
+  struct Known {
+    Fp4Kernel fn;
+    int device;
+    unsigned threads;
+    int per_sm;
+  };
+  static std::mutex mu;
+  static std::vector<Known> known;
+  const unsigned threads = unsigned(shape.rows_per_block * shape.threads_per_row);
+  int per_sm = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const Known& k : known)
+      if (k.fn == fn && k.device == device && k.threads == threads) per_sm = k.per_sm;
+    if (per_sm == 0) {
+      const gpuError_t e = gpuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, int(threads), 0);
+      if (e != gpuSuccess) return e;
+      per_sm = std::max(per_sm, 1);
+      known.push_back(Known{fn, device, threads, per_sm});
+    }
+  }
   const int64_t all_rows = c.swizzled ? c.swizzle_rows : c.lead.rows;
   const int64_t groups = (all_rows + shape.rows_per_block - 1) / shape.rows_per_block;
-  const unsigned grid = unsigned(std::min<int64_t>(groups, int64_t(1) << 20));
-  const unsigned threads = unsigned(shape.rows_per_block * shape.threads_per_row);
-  const bool nv = c.format == FUSEDNORM_FP4_NVFP4;
-  if (shape.steps <= 4 && nv) rmsnorm_fp4_kernel<kIn, 4, 16, kGpuWarp><<<grid, threads, 0, stream>>>(c, shape, acc);
-  else if (shape.steps <= 4) rmsnorm_fp4_kernel<kIn, 4, 32, kGpuWarp><<<grid, threads, 0, stream>>>(c, shape, acc);
-  else if (nv) rmsnorm_fp4_kernel<kIn, kMaxSteps, 16, kGpuWarp><<<grid, threads, 0, stream>>>(c, shape, acc);
-  else rmsnorm_fp4_kernel<kIn, kMaxSteps, 32, kGpuWarp><<<grid, threads, 0, stream>>>(c, shape, acc);
+  const int64_t grid = std::min<int64_t>(groups, int64_t(per_sm) * g_devices[device].multiprocessors);
+  fn<<<unsigned(grid), threads, 0, stream>>>(c, shape, acc);
   return gpuGetLastError();
+}
+
+template <DType kIn>
+gpuError_t launch_rmsnorm_fp4_in(const RmsnormFp4Call& c, const RowShape& shape, const Accesses& acc, int device,
+                                 gpuStream_t stream) {
+  const bool nv = c.format == FUSEDNORM_FP4_NVFP4;
+  Fp4Kernel fn = shape.steps <= 4 ? (nv ? &rmsnorm_fp4_kernel<kIn, 4, 16, kGpuWarp> : &rmsnorm_fp4_kernel<kIn, 4, 32, kGpuWarp>)
+                                  : (nv ? &rmsnorm_fp4_kernel<kIn, kMaxSteps, 16, kGpuWarp>
+                                        : &rmsnorm_fp4_kernel<kIn, kMaxSteps, 32, kGpuWarp>);
+  return launch_fp4(fn, c, shape, acc, device, stream);
 }
 
 }  // namespace
@@ -286,9 +336,9 @@ fusednorm_status plugin_rmsnorm_fp4(const RmsnormFp4Call* call, int32_t device, 
   const gpuStream_t st = static_cast<gpuStream_t>(stream);
   gpuError_t e;
   switch (c.in_type) {
-    case DType::kF32: e = launch_rmsnorm_fp4_in<DType::kF32>(c, shape, acc, st); break;
-    case DType::kF16: e = launch_rmsnorm_fp4_in<DType::kF16>(c, shape, acc, st); break;
-    default: e = launch_rmsnorm_fp4_in<DType::kBF16>(c, shape, acc, st); break;
+    case DType::kF32: e = launch_rmsnorm_fp4_in<DType::kF32>(c, shape, acc, device, st); break;
+    case DType::kF16: e = launch_rmsnorm_fp4_in<DType::kF16>(c, shape, acc, device, st); break;
+    default: e = launch_rmsnorm_fp4_in<DType::kBF16>(c, shape, acc, device, st); break;
   }
   if (e != gpuSuccess) return vendor_error(e, "launching rmsnorm_fp4", msg, n);
   return FUSEDNORM_SUCCESS;
