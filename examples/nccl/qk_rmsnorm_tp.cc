@@ -288,11 +288,17 @@ double value_of(const char* row, int64_t i, bool f32) {
   return f;
 }
 int64_t ordinal_of(const char* row, int64_t i, bool f32) {
-  uint32_t u = 0;
-  if (f32) memcpy(&u, row + 4 * i, 4);
-  else { uint16_t h; memcpy(&h, row + 2 * i, 2); u = uint32_t(h) << 16; }
-  const int64_t mag = int64_t(u & 0x7FFFFFFFu);
-  return u & 0x80000000u ? -mag : mag;
+  // Sign-magnitude codes as integers: adjacent values of the dtype are one apart.
+  if (f32) {
+    uint32_t u = 0;
+    memcpy(&u, row + 4 * i, 4);
+    const int64_t mag = int64_t(u & 0x7FFFFFFFu);
+    return u & 0x80000000u ? -mag : mag;
+  }
+  uint16_t h = 0;
+  memcpy(&h, row + 2 * i, 2);
+  const int64_t mag = int64_t(h & 0x7FFFu);
+  return h & 0x8000u ? -mag : mag;
 }
 
 // Compares the rank's outputs with its slice of the single-GPU result (see the top comment).
