@@ -304,13 +304,18 @@ def _qk_out(xf, inv, weight, weight_offset, out_fmt, scale):
         y = ((xf * inv[:, None]).astype(f32) * g[None, :]).astype(f32)
         if scale is not None:
             y = (y * (f32(1) / f32(scale)).astype(f32)).astype(f32)
-    return enc(y, out_fmt)
+    return enc(_canonical_nan(y), out_fmt)
+
+
+def _canonical_nan(v):
+    """NaN as the positive canonical f32 NaN 0x7FC00000 (whatever sign and payload it had)."""
+    return np.where(np.isnan(v), np.uint32(0x7FC00000).view(np.float32), v).astype(np.float32)
 
 
 def qk_stats(q, k):
     """stats [rows, 2]: the canonical sums of squares of q's and k's rows (f32)."""
-    return np.stack([sum_squares(np.asarray(q).astype(np.float32)), sum_squares(np.asarray(k).astype(np.float32))],
-                    axis=-1).astype(np.float32)
+    return _canonical_nan(np.stack([sum_squares(np.asarray(q).astype(np.float32)),
+                                    sum_squares(np.asarray(k).astype(np.float32))], axis=-1))
 
 
 def qk_rmsnorm(q, k, q_weight, k_weight, *, in_fmt="float32", head_dim=0, eps=1e-6, weight_offset=0.0, dtype=None,

@@ -125,6 +125,15 @@ def test_in_place_and_out(fw):
             check_same(tq, q, "q unchanged")
 
 
+def test_invalid_tokens_on_the_cpu(fw):
+    """invalid_tokens is counted by the GPU; the CPU validates instead and leaves it as given."""
+    inv = index(fw, [0])
+    got, _, tc, want_q, want_cache = run(fw, "float32", "float16", invalid_tokens=inv, seed=11)
+    check_same(got, want_q, "q_out")
+    check_same(tc, want_cache, "cache")
+    assert codes(inv).tolist() == [0]
+
+
 def test_strided_views_and_large_latent(fw):
     """q a head slice of a wider projection [T, HQ, 128 + R], kv a column slice, the cache one layer
     of [2, pages, page_size, L + R]; L = 512, R = 64 (DeepSeek's sizes)."""

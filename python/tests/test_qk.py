@@ -164,6 +164,26 @@ def test_two_rank_split(fw, grid):
             check_same(ko, fk[:, sk], "rank k_out vs single device")
 
 
+@pytest.mark.parametrize("in_fmt", IN_FORMATS)
+def test_non_finite_rows(fw, in_fmt):
+    """§6 edge policy: an Inf or NaN in a row makes its stat +Inf / the canonical NaN and its outputs
+    NaN; with eps = 0 an all-zero row gives NaN too (never silent zeros)."""
+    q, k, qw, kw = inputs(in_fmt, seed=12)
+    q[0, 3] = np.inf
+    k[2, 7] = np.nan
+    q[3] = 0
+    q[4, 5] = -np.inf
+    st = fusednorm.qk_rmsnorm_stats(make(fw, q), make(fw, k))
+    want = oracle.qk_stats(q, k)
+    check_same(st, want, "stats")
+    assert codes(want)[0, 0] == 0x7F800000 and codes(want)[2, 1] == 0x7FC00000
+    qo, ko = fusednorm.qk_rmsnorm(make(fw, q), make(fw, k), make(fw, qw), make(fw, kw), eps=0.0)
+    want_q, want_k = oracle.qk_rmsnorm(q, k, qw, kw, in_fmt=in_fmt, eps=0.0)
+    assert np.isnan(want_q[[0, 3, 4]].astype(np.float32)).all() and np.isnan(want_k[2].astype(np.float32)).all()
+    check_same(qo, want_q, "q_out")
+    check_same(ko, want_k, "k_out")
+
+
 def test_shapes():
     assert fusednorm.qk_rmsnorm_stats_shapes((2, 3, 256)) == (2, 3, 2)
     assert fusednorm.qk_rmsnorm_shapes((4, 256), (4, 128)) == ((4, 256), (4, 128))
@@ -285,3 +305,15 @@ def test_qk_in_place_under_torch_compile():
     got = torch.compile(f, fullgraph=True, backend="aot_eager")(qc, kc, make("torch", qw), make("torch", kw))
     assert np.array_equal(codes(got), codes(want))
     assert np.array_equal(codes(qc), codes(qe)) and np.array_equal(codes(kc), codes(ke))
+
+
+@requires_torch
+def test_qk_torch_compile_dynamic_rows():
+    """One graph for several row counts (the fakes allocate from symbolic shapes)."""
+    torch._dynamo.reset()
+    f = torch.compile(lambda q, k, qw, kw: fusednorm.qk_rmsnorm_stats(q, k), fullgraph=True, dynamic=True)
+    for rows in (3, 9):
+        q, k, qw, kw = (make("torch", a) for a in inputs("float32", rows=rows, seed=13))
+        got = f(q, k, qw, kw)
+        assert tuple(got.shape) == (rows, 2)
+        check_same(got, oracle.qk_stats(codes(q).view(np.float32), codes(k).view(np.float32)), "stats")
