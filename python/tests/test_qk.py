@@ -291,20 +291,25 @@ def test_qk_torch_compile_fullgraph(backend):
 
 
 @requires_torch
-def test_qk_in_place_under_torch_compile():
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_qk_in_place_under_torch_compile(backend):
+    """out=(q, k) on column views of one QKV buffer (torch.ops.fusednorm.qk_rmsnorm_ mutating views),
+    compiled: the buffer ends as eagerly."""
     torch._dynamo.reset()
-    q, k, qw, kw = inputs("float16", seed=11)
+    q, k, qw, kw = inputs("bfloat16", seed=11)
+    qkv = np.concatenate([q, k, np.ones((ROWS, 64), np.float32).astype(q.dtype)], axis=1)
 
-    def f(q, k, qw, kw):
-        fusednorm.qk_rmsnorm(q, k, qw, kw, out=(q, k))
-        return q + 1
+    def f(qkv, qw, kw):
+        q, k = qkv[:, :NQ], qkv[:, NQ:NQ + NK]
+        fusednorm.qk_rmsnorm(q, k, qw, kw, head_dim=D, out=(q, k))
+        return qkv * 2
 
-    qe, ke = make("torch", q), make("torch", k)
-    qc, kc = make("torch", q), make("torch", k)
-    want = f(qe, ke, make("torch", qw), make("torch", kw))
-    got = torch.compile(f, fullgraph=True, backend="aot_eager")(qc, kc, make("torch", qw), make("torch", kw))
+    qwt, kwt = make("torch", qw[:D]), make("torch", kw[:D])
+    eager, comp = make("torch", qkv), make("torch", qkv)
+    want = f(eager, qwt, kwt)
+    got = torch.compile(f, fullgraph=True, backend=backend)(comp, qwt, kwt)
     assert np.array_equal(codes(got), codes(want))
-    assert np.array_equal(codes(qc), codes(qe)) and np.array_equal(codes(kc), codes(ke))
+    assert np.array_equal(codes(comp), codes(eager))
 
 
 @requires_torch
