@@ -55,3 +55,30 @@ class DequantizeFp4Options:
 def dequantize_fp4(codes: TensorArg, scales: TensorArg, global_scale: TensorArg, output: TensorArg,
                    options: DequantizeFp4Options, stream: int) -> Failure: ...
 def fp4_swizzled_size(rows: int, h: int, format: int) -> Union[int, Tuple[int, str]]: ...
+
+class QkRmsnormOptions:
+    stats_kind: int
+    q_global_width: int
+    k_global_width: int
+    head_dim: int
+    eps: float
+    weight_offset: float
+    def __init__(self) -> None: ...
+
+def qk_rmsnorm_stats(q: TensorArg, k: TensorArg, stats: TensorArg, options: QkRmsnormOptions, stream: int) -> Failure: ...
+def qk_rmsnorm_apply(q: TensorArg, k: TensorArg, stats: TensorArg, q_weight: TensorArg, k_weight: TensorArg,
+                     q_out: TensorArg, k_out: TensorArg, out_scales: TensorArg, options: QkRmsnormOptions,
+                     stream: int) -> Failure: ...
+def qk_rmsnorm(q: TensorArg, k: TensorArg, q_weight: TensorArg, k_weight: TensorArg, q_out: TensorArg,
+               k_out: TensorArg, out_scales: TensorArg, options: QkRmsnormOptions, stream: int) -> Failure: ...
+
+class MlaRopeRmsnormQuantOptions:
+    rope_style: int
+    eps: float
+    weight_offset: float
+    def __init__(self) -> None: ...
+
+def mla_rope_rmsnorm_quant(q: TensorArg, q_out: TensorArg, kv: TensorArg, weight: TensorArg, cos_sin: TensorArg,
+                           positions: TensorArg, row_offsets: TensorArg, cache_len: TensorArg, page_table: TensorArg,
+                           kv_cache: TensorArg, k_scale: TensorArg, invalid_tokens: TensorArg,
+                           options: MlaRopeRmsnormQuantOptions, stream: int) -> Failure: ...

@@ -6,6 +6,9 @@ the caller's device, and an out= form that writes into arrays the caller owns):
   cast(src, dtype) -> dst
   rmsnorm_fp4(x, weight, format="nvfp4"|"mxfp4", scale_layout=..., global_scale=...) -> (q, scales)
   dequantize_fp4(q, scales, format=..., global_scale=...) -> y;  fp4_swizzled_size(rows, h, format)
+  qk_rmsnorm(q, k, q_weight, k_weight, head_dim=...) -> (q_out, k_out); tensor parallel:
+      qk_rmsnorm_stats(q, k) -> stats, then (all-reduced) qk_rmsnorm_apply(q, k, stats, ...)
+  mla_rope_rmsnorm_quant(q, kv, weight, cos_sin, page_table, kv_cache, row_offsets=..., ...) -> q_out
 Queries: version(), backends(), cpu_target(). Errors: fusednorm.Error and one subclass per
 status of the C library, carrying its status and message. PyTorch: the operations are also
 torch.library custom ops (torch.ops.fusednorm.*, registered by importing fusednorm.torch, done
@@ -18,8 +21,11 @@ from ._errors import (BackendUnavailableError, DeviceError, Error, InternalError
                       UnsupportedError)
 from ._formats import FORMATS, Format, format_of
 from ._ops import (backends, cast, cast_into, cast_shapes, cpu_target, dequantize_fp4, dequantize_fp4_into,
-                   dequantize_fp4_shapes, fp4_swizzled_size, rmsnorm_fp4, rmsnorm_fp4_into, rmsnorm_fp4_shapes,
-                   rmsnorm_quant, rmsnorm_quant_into, rmsnorm_quant_shapes, version)
+                   dequantize_fp4_shapes, fp4_swizzled_size, mla_rope_rmsnorm_quant, mla_rope_rmsnorm_quant_into,
+                   mla_rope_rmsnorm_quant_shapes, qk_rmsnorm, qk_rmsnorm_apply, qk_rmsnorm_apply_into,
+                   qk_rmsnorm_into, qk_rmsnorm_shapes, qk_rmsnorm_stats, qk_rmsnorm_stats_into,
+                   qk_rmsnorm_stats_shapes, rmsnorm_fp4, rmsnorm_fp4_into, rmsnorm_fp4_shapes, rmsnorm_quant,
+                   rmsnorm_quant_into, rmsnorm_quant_shapes, version)
 
 __version__ = version()
 
@@ -27,6 +33,8 @@ __all__ = [
     "BackendUnavailableError", "DeviceError", "Error", "FORMATS", "Format", "InternalError",
     "InvalidArgumentError", "UnsupportedError", "backends", "cast", "cast_into", "cast_shapes",
     "cpu_target", "dequantize_fp4", "dequantize_fp4_into", "dequantize_fp4_shapes", "format_of",
-    "fp4_swizzled_size", "rmsnorm_fp4", "rmsnorm_fp4_into", "rmsnorm_fp4_shapes", "rmsnorm_quant",
+    "fp4_swizzled_size", "mla_rope_rmsnorm_quant", "mla_rope_rmsnorm_quant_into",
+    "mla_rope_rmsnorm_quant_shapes", "qk_rmsnorm", "qk_rmsnorm_apply", "qk_rmsnorm_apply_into", "qk_rmsnorm_into",
+    "qk_rmsnorm_shapes", "qk_rmsnorm_stats", "qk_rmsnorm_stats_into", "qk_rmsnorm_stats_shapes", "rmsnorm_fp4", "rmsnorm_fp4_into", "rmsnorm_fp4_shapes", "rmsnorm_quant",
     "rmsnorm_quant_into", "rmsnorm_quant_shapes", "version",
 ]

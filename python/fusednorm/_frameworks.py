@@ -83,6 +83,9 @@ class NumpyAdapter(_Adapter):
     def scalar(self, like, value):
         return np.array([value], np.float32)
 
+    def floats(self, like, values):
+        return np.array(values, np.float32)
+
     def stream(self, x):
         return 0
 
@@ -163,6 +166,9 @@ class TorchAdapter(_Adapter):
     def scalar(self, like, value):
         return self.torch.full((1,), value, dtype=self.torch.float32, device=like.device)
 
+    def floats(self, like, values):
+        return self.torch.tensor(values, dtype=self.torch.float32, device=like.device)
+
     def stream(self, x):
         if not x.is_cuda:  # CPU (ROCm builds of PyTorch report their GPUs as cuda too)
             return 0
@@ -241,6 +247,10 @@ class DlpackAdapter(_Adapter):
         xp = self._namespace(like)
         return self._on_device(xp.asarray, like, [value], dtype=xp.float32)
 
+    def floats(self, like, values):
+        xp = self._namespace(like)
+        return self._on_device(xp.asarray, like, list(values), dtype=xp.float32)
+
     def stream(self, x):
         device_type, _ = x.__dlpack_device__()
         if int(device_type) == 1:
@@ -271,7 +281,7 @@ class CapsuleAdapter(_Adapter):
     def _no_new_arrays(self, *args, **kw):
         raise TypeError("fusednorm: a DLPack capsule cannot be the model for new arrays; pass out=")
 
-    logical_shape = empty = scalar = _no_new_arrays
+    logical_shape = empty = scalar = floats = _no_new_arrays
 
     def stream(self, x):
         return 0

@@ -17,6 +17,21 @@ Importing this module registers (the package imports it on the first call with a
   torch.ops.fusednorm.dequantize_fp4(codes, scales, global_scale, format, scale_layout, dtype) -> Tensor
   torch.ops.fusednorm.dequantize_fp4_out(codes, scales, global_scale, output, format, scale_layout,
       dtype) -> ()                                                                     mutates output
+  torch.ops.fusednorm.qk_rmsnorm_stats(q, k) -> Tensor;  qk_rmsnorm_stats_out(q, k, stats) -> ()  mutates stats
+  torch.ops.fusednorm.qk_rmsnorm(q, k, q_weight, k_weight, out_scales, dtype, head_dim, eps,
+      weight_offset) -> (Tensor, Tensor)
+  torch.ops.fusednorm.qk_rmsnorm_out(q, k, q_weight, k_weight, q_out, k_out, out_scales, dtype,
+      head_dim, eps, weight_offset) -> ()                                        mutates q_out, k_out
+  torch.ops.fusednorm.qk_rmsnorm_(q, k, q_weight, k_weight, head_dim, eps, weight_offset) -> ()
+                                                                                 mutates q, k (in place)
+  torch.ops.fusednorm.qk_rmsnorm_apply / qk_rmsnorm_apply_out / qk_rmsnorm_apply_: the same, with
+      stats after k and stats_kind, q_global_width, k_global_width before eps
+  torch.ops.fusednorm.mla_rope_rmsnorm_quant(q, kv, weight, cos_sin, positions, row_offsets,
+      cache_len, page_table, kv_cache, k_scale, invalid_tokens, cache_dtype, rope_style, eps,
+      weight_offset) -> Tensor (q_out)                              mutates kv_cache, invalid_tokens
+  torch.ops.fusednorm.mla_rope_rmsnorm_quant_out(q, q_out, kv, ...) -> ()
+                                                           mutates q_out, kv_cache, invalid_tokens
+  torch.ops.fusednorm.mla_rope_rmsnorm_quant_(q, kv, ...) -> ()  mutates q, kv_cache, invalid_tokens
 Element types are names (str: "float8_e4m3fn", ...; float8_e4m3 has no torch dtype and travels as
 uint8; FP4 codes are float4_e2m1fn_x2 [..., H/2], or uint8 as out=; the fp4 ops take and return
 MXFP4 scales as uint8 codes, see _scales_in). The functions cast(),
@@ -273,4 +288,266 @@ def dequantize_fp4(codes: Tensor, scales: Tensor, *, global_scale=None, format="
     return out
 
 
-__all__: List[str] = ["cast", "dequantize_fp4", "rmsnorm_fp4", "rmsnorm_quant"]
+# ------------------------------------------------------------------------------ qk_rmsnorm (stats, apply, fused)
+
+
+def _qk_stats_alloc(q: Tensor) -> Tensor:
+    return _T.empty(q, _ops.qk_rmsnorm_stats_shapes(_T.logical_shape(q, None)), format_of("float32"))
+
+
+@torch.library.custom_op("fusednorm::qk_rmsnorm_stats", mutates_args=())
+def _qk_rmsnorm_stats_op(q: Tensor, k: Tensor) -> Tensor:
+    stats = _qk_stats_alloc(q)
+    _ops.qk_rmsnorm_stats_into(q, k, stats)
+    return stats
+
+
+@_qk_rmsnorm_stats_op.register_fake
+def _(q, k):
+    return _qk_stats_alloc(q)
+
+
+@torch.library.custom_op("fusednorm::qk_rmsnorm_stats_out", mutates_args=("stats",))
+def _qk_rmsnorm_stats_out_op(q: Tensor, k: Tensor, stats: Tensor) -> None:
+    _ops.qk_rmsnorm_stats_into(q, k, stats)
+
+
+@_qk_rmsnorm_stats_out_op.register_fake
+def _(q, k, stats):
+    return None
+
+
+def qk_rmsnorm_stats(q: Tensor, k: Tensor, *, out: Optional[Tensor] = None) -> Tensor:
+    """fusednorm.qk_rmsnorm_stats through torch.ops.fusednorm (traceable by torch.compile)."""
+    if out is None:
+        return torch.ops.fusednorm.qk_rmsnorm_stats(q, k)
+    torch.ops.fusednorm.qk_rmsnorm_stats_out(q, k, out)
+    return out
+
+
+def _qk_alloc(q: Tensor, k: Tensor, dtype: Optional[str]) -> Tuple[Tensor, Tensor]:
+    qs, ks = _ops.qk_rmsnorm_shapes(_T.logical_shape(q, None), _T.logical_shape(k, None))
+    f = format_of(dtype) if dtype is not None else _T.format(q)
+    return _T.empty(q, qs, f), _T.empty(k, ks, f)
+
+
+def _out_scales(out_scales, q: Tensor) -> Optional[Tensor]:
+    if out_scales is None or isinstance(out_scales, Tensor):
+        return out_scales
+    return torch.tensor([float(v) for v in out_scales], dtype=torch.float32, device=q.device)
+
+
+def _in_place(out, q: Tensor, k: Tensor) -> bool:
+    """out= is (q, k) themselves: the in-place op (one tensor both read and written)."""
+    return out[0] is q and out[1] is k
+
+
+@torch.library.custom_op("fusednorm::qk_rmsnorm", mutates_args=())
+def _qk_rmsnorm_op(q: Tensor, k: Tensor, q_weight: Tensor, k_weight: Tensor, out_scales: Optional[Tensor],
+                   dtype: Optional[str], head_dim: Optional[int], eps: Optional[float],
+                   weight_offset: Optional[float]) -> Tuple[Tensor, Tensor]:
+    qo, ko = _qk_alloc(q, k, dtype)
+    _ops.qk_rmsnorm_into(q, k, q_weight, k_weight, qo, ko, out_scales=out_scales, dtype=dtype, head_dim=head_dim,
+                         eps=eps, weight_offset=weight_offset)
+    return qo, ko
+
+
+@_qk_rmsnorm_op.register_fake
+def _(q, k, q_weight, k_weight, out_scales, dtype, head_dim, eps, weight_offset):
+    return _qk_alloc(q, k, dtype)
+
+
+@torch.library.custom_op("fusednorm::qk_rmsnorm_out", mutates_args=("q_out", "k_out"))
+def _qk_rmsnorm_out_op(q: Tensor, k: Tensor, q_weight: Tensor, k_weight: Tensor, q_out: Tensor, k_out: Tensor,
+                       out_scales: Optional[Tensor], dtype: Optional[str], head_dim: Optional[int],
+                       eps: Optional[float], weight_offset: Optional[float]) -> None:
+    _ops.qk_rmsnorm_into(q, k, q_weight, k_weight, q_out, k_out, out_scales=out_scales, dtype=dtype,
+                         head_dim=head_dim, eps=eps, weight_offset=weight_offset)
+
+
+@_qk_rmsnorm_out_op.register_fake
+def _(q, k, q_weight, k_weight, q_out, k_out, out_scales, dtype, head_dim, eps, weight_offset):
+    return None
+
+
+@torch.library.custom_op("fusednorm::qk_rmsnorm_", mutates_args=("q", "k"))
+def _qk_rmsnorm_inplace_op(q: Tensor, k: Tensor, q_weight: Tensor, k_weight: Tensor, head_dim: Optional[int],
+                           eps: Optional[float], weight_offset: Optional[float]) -> None:
+    _ops.qk_rmsnorm_into(q, k, q_weight, k_weight, q, k, head_dim=head_dim, eps=eps, weight_offset=weight_offset)
+
+
+@_qk_rmsnorm_inplace_op.register_fake
+def _(q, k, q_weight, k_weight, head_dim, eps, weight_offset):
+    return None
+
+
+def qk_rmsnorm(q: Tensor, k: Tensor, q_weight: Tensor, k_weight: Tensor, *, head_dim=None, eps=None,
+               weight_offset=None, dtype=None, out_scales=None, out=None):
+    """fusednorm.qk_rmsnorm through torch.ops.fusednorm (traceable by torch.compile); the same
+    arguments and results. out=(q, k) runs torch.ops.fusednorm.qk_rmsnorm_ (in place)."""
+    sc = _out_scales(out_scales, q)
+    if out is None:
+        return torch.ops.fusednorm.qk_rmsnorm(q, k, q_weight, k_weight, sc, _name(dtype), head_dim, eps, weight_offset)
+    qo, ko = out
+    if _in_place(out, q, k) and sc is None and dtype is None:
+        torch.ops.fusednorm.qk_rmsnorm_(q, k, q_weight, k_weight, head_dim, eps, weight_offset)
+    else:
+        torch.ops.fusednorm.qk_rmsnorm_out(q, k, q_weight, k_weight, qo, ko, sc, _name(dtype), head_dim, eps,
+                                           weight_offset)
+    return qo, ko
+
+
+@torch.library.custom_op("fusednorm::qk_rmsnorm_apply", mutates_args=())
+def _qk_rmsnorm_apply_op(q: Tensor, k: Tensor, stats: Tensor, q_weight: Tensor, k_weight: Tensor,
+                         out_scales: Optional[Tensor], dtype: Optional[str], stats_kind: str,
+                         q_global_width: Optional[int], k_global_width: Optional[int], eps: Optional[float],
+                         weight_offset: Optional[float]) -> Tuple[Tensor, Tensor]:
+    qo, ko = _qk_alloc(q, k, dtype)
+    _ops.qk_rmsnorm_apply_into(q, k, stats, q_weight, k_weight, qo, ko, out_scales=out_scales, dtype=dtype,
+                               stats_kind=stats_kind, q_global_width=q_global_width, k_global_width=k_global_width,
+                               eps=eps, weight_offset=weight_offset)
+    return qo, ko
+
+
+@_qk_rmsnorm_apply_op.register_fake
+def _(q, k, stats, q_weight, k_weight, out_scales, dtype, stats_kind, q_global_width, k_global_width, eps,
+      weight_offset):
+    return _qk_alloc(q, k, dtype)
+
+
+@torch.library.custom_op("fusednorm::qk_rmsnorm_apply_out", mutates_args=("q_out", "k_out"))
+def _qk_rmsnorm_apply_out_op(q: Tensor, k: Tensor, stats: Tensor, q_weight: Tensor, k_weight: Tensor, q_out: Tensor,
+                             k_out: Tensor, out_scales: Optional[Tensor], dtype: Optional[str], stats_kind: str,
+                             q_global_width: Optional[int], k_global_width: Optional[int], eps: Optional[float],
+                             weight_offset: Optional[float]) -> None:
+    _ops.qk_rmsnorm_apply_into(q, k, stats, q_weight, k_weight, q_out, k_out, out_scales=out_scales, dtype=dtype,
+                               stats_kind=stats_kind, q_global_width=q_global_width, k_global_width=k_global_width,
+                               eps=eps, weight_offset=weight_offset)
+
+
+@_qk_rmsnorm_apply_out_op.register_fake
+def _(q, k, stats, q_weight, k_weight, q_out, k_out, out_scales, dtype, stats_kind, q_global_width, k_global_width,
+      eps, weight_offset):
+    return None
+
+
+@torch.library.custom_op("fusednorm::qk_rmsnorm_apply_", mutates_args=("q", "k"))
+def _qk_rmsnorm_apply_inplace_op(q: Tensor, k: Tensor, stats: Tensor, q_weight: Tensor, k_weight: Tensor,
+                                 stats_kind: str, q_global_width: Optional[int], k_global_width: Optional[int],
+                                 eps: Optional[float], weight_offset: Optional[float]) -> None:
+    _ops.qk_rmsnorm_apply_into(q, k, stats, q_weight, k_weight, q, k, stats_kind=stats_kind,
+                               q_global_width=q_global_width, k_global_width=k_global_width, eps=eps,
+                               weight_offset=weight_offset)
+
+
+@_qk_rmsnorm_apply_inplace_op.register_fake
+def _(q, k, stats, q_weight, k_weight, stats_kind, q_global_width, k_global_width, eps, weight_offset):
+    return None
+
+
+def qk_rmsnorm_apply(q: Tensor, k: Tensor, stats: Tensor, q_weight: Tensor, k_weight: Tensor, *,
+                     q_global_width=None, k_global_width=None, stats_kind="sums", eps=None, weight_offset=None,
+                     dtype=None, out_scales=None, out=None):
+    """fusednorm.qk_rmsnorm_apply through torch.ops.fusednorm (traceable by torch.compile); the
+    same arguments and results. out=(q, k) runs torch.ops.fusednorm.qk_rmsnorm_apply_ (in place)."""
+    sc = _out_scales(out_scales, q)
+    if out is None:
+        return torch.ops.fusednorm.qk_rmsnorm_apply(q, k, stats, q_weight, k_weight, sc, _name(dtype), stats_kind,
+                                                    q_global_width, k_global_width, eps, weight_offset)
+    qo, ko = out
+    if _in_place(out, q, k) and sc is None and dtype is None:
+        torch.ops.fusednorm.qk_rmsnorm_apply_(q, k, stats, q_weight, k_weight, stats_kind, q_global_width,
+                                              k_global_width, eps, weight_offset)
+    else:
+        torch.ops.fusednorm.qk_rmsnorm_apply_out(q, k, stats, q_weight, k_weight, qo, ko, sc, _name(dtype), stats_kind,
+                                                 q_global_width, k_global_width, eps, weight_offset)
+    return qo, ko
+
+
+# ------------------------------------------------------------------------------ mla_rope_rmsnorm_quant
+
+
+def _mla_into(q, q_out, kv, weight, cos_sin, positions, row_offsets, cache_len, page_table, kv_cache, k_scale,
+              invalid_tokens, cache_dtype, rope_style, eps, weight_offset):
+    """The ops' arguments, in their schema's order, to mla_rope_rmsnorm_quant_into (q_out None: in place)."""
+    _ops.mla_rope_rmsnorm_quant_into(q, q_out, kv, weight, cos_sin, page_table, kv_cache, positions=positions,
+                                     row_offsets=row_offsets, cache_len=cache_len, k_scale=k_scale,
+                                     invalid_tokens=invalid_tokens, cache_dtype=cache_dtype, rope_style=rope_style,
+                                     eps=eps, weight_offset=weight_offset)
+
+
+def _mla_alloc(q: Tensor) -> Tensor:
+    return _T.empty(q, _ops.mla_rope_rmsnorm_quant_shapes(_T.logical_shape(q, None)), _T.format(q))
+
+
+@torch.library.custom_op("fusednorm::mla_rope_rmsnorm_quant", mutates_args=("kv_cache", "invalid_tokens"))
+def _mla_op(q: Tensor, kv: Tensor, weight: Tensor, cos_sin: Tensor, positions: Optional[Tensor],
+            row_offsets: Tensor, cache_len: Optional[Tensor], page_table: Tensor, kv_cache: Tensor,
+            k_scale: Optional[Tensor], invalid_tokens: Optional[Tensor], cache_dtype: Optional[str], rope_style: str,
+            eps: Optional[float], weight_offset: Optional[float]) -> Tensor:
+    q_out = _mla_alloc(q)
+    _mla_into(q, q_out, kv, weight, cos_sin, positions, row_offsets, cache_len, page_table, kv_cache, k_scale,
+              invalid_tokens, cache_dtype, rope_style, eps, weight_offset)
+    return q_out
+
+
+@_mla_op.register_fake
+def _(q, kv, weight, cos_sin, positions, row_offsets, cache_len, page_table, kv_cache, k_scale, invalid_tokens,
+      cache_dtype, rope_style, eps, weight_offset):
+    return _mla_alloc(q)
+
+
+@torch.library.custom_op("fusednorm::mla_rope_rmsnorm_quant_out",
+                         mutates_args=("q_out", "kv_cache", "invalid_tokens"))
+def _mla_out_op(q: Tensor, q_out: Tensor, kv: Tensor, weight: Tensor, cos_sin: Tensor, positions: Optional[Tensor],
+                row_offsets: Tensor, cache_len: Optional[Tensor], page_table: Tensor, kv_cache: Tensor,
+                k_scale: Optional[Tensor], invalid_tokens: Optional[Tensor], cache_dtype: Optional[str],
+                rope_style: str, eps: Optional[float], weight_offset: Optional[float]) -> None:
+    _mla_into(q, q_out, kv, weight, cos_sin, positions, row_offsets, cache_len, page_table, kv_cache, k_scale,
+              invalid_tokens, cache_dtype, rope_style, eps, weight_offset)
+
+
+@_mla_out_op.register_fake
+def _(q, q_out, kv, weight, cos_sin, positions, row_offsets, cache_len, page_table, kv_cache, k_scale,
+      invalid_tokens, cache_dtype, rope_style, eps, weight_offset):
+    return None
+
+
+@torch.library.custom_op("fusednorm::mla_rope_rmsnorm_quant_", mutates_args=("q", "kv_cache", "invalid_tokens"))
+def _mla_inplace_op(q: Tensor, kv: Tensor, weight: Tensor, cos_sin: Tensor, positions: Optional[Tensor],
+                    row_offsets: Tensor, cache_len: Optional[Tensor], page_table: Tensor, kv_cache: Tensor,
+                    k_scale: Optional[Tensor], invalid_tokens: Optional[Tensor], cache_dtype: Optional[str],
+                    rope_style: str, eps: Optional[float], weight_offset: Optional[float]) -> None:
+    _mla_into(q, None, kv, weight, cos_sin, positions, row_offsets, cache_len, page_table, kv_cache, k_scale,
+              invalid_tokens, cache_dtype, rope_style, eps, weight_offset)
+
+
+@_mla_inplace_op.register_fake
+def _(q, kv, weight, cos_sin, positions, row_offsets, cache_len, page_table, kv_cache, k_scale, invalid_tokens,
+      cache_dtype, rope_style, eps, weight_offset):
+    return None
+
+
+def mla_rope_rmsnorm_quant(q: Tensor, kv: Tensor, weight: Tensor, cos_sin: Tensor, page_table: Tensor,
+                           kv_cache: Tensor, *, row_offsets=None, positions=None, cache_len=None, k_scale=None,
+                           invalid_tokens=None, cache_dtype=None, rope_style="interleaved", eps=None,
+                           weight_offset=None, inplace=False, out=None):
+    """fusednorm.mla_rope_rmsnorm_quant through torch.ops.fusednorm (traceable by torch.compile);
+    the same arguments and results (the cache, and invalid_tokens, are written in place)."""
+    if k_scale is not None and not isinstance(k_scale, Tensor):
+        k_scale = torch.full((1,), float(k_scale), dtype=torch.float32, device=kv.device)
+    rest = (positions, row_offsets, cache_len, page_table, kv_cache, k_scale, invalid_tokens, _name(cache_dtype),
+            rope_style, eps, weight_offset)
+    if inplace:
+        if out is not None:
+            raise TypeError("fusednorm.mla_rope_rmsnorm_quant: inplace=True and out= exclude each other")
+        torch.ops.fusednorm.mla_rope_rmsnorm_quant_(q, kv, weight, cos_sin, *rest)
+        return q
+    if out is None:
+        return torch.ops.fusednorm.mla_rope_rmsnorm_quant(q, kv, weight, cos_sin, *rest)
+    torch.ops.fusednorm.mla_rope_rmsnorm_quant_out(q, out, kv, weight, cos_sin, *rest)
+    return out
+
+
+__all__: List[str] = ["cast", "dequantize_fp4", "mla_rope_rmsnorm_quant", "qk_rmsnorm", "qk_rmsnorm_apply",
+                    "qk_rmsnorm_stats", "rmsnorm_fp4", "rmsnorm_quant"]

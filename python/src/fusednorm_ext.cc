@@ -260,6 +260,85 @@ NB_MODULE(_C, m) {
       nb::arg("codes"), nb::arg("scales"), nb::arg("global_scale").none(), nb::arg("output"), nb::arg("options"),
       nb::arg("stream"));
 
+  // ------------------------------------------------------------------ qk_rmsnorm (stats, apply, fused)
+  nb::class_<fusednorm_qk_rmsnorm_options>(m, "QkRmsnormOptions",
+                                           "fusednorm_qk_rmsnorm_options, with the library's defaults")
+      .def("__init__", [](fusednorm_qk_rmsnorm_options* o) {
+        new (o) fusednorm_qk_rmsnorm_options{};
+        fusednorm_qk_rmsnorm_options_init(o);
+      })
+      .def_rw("stats_kind", &fusednorm_qk_rmsnorm_options::stats_kind)
+      .def_rw("q_global_width", &fusednorm_qk_rmsnorm_options::q_global_width)
+      .def_rw("k_global_width", &fusednorm_qk_rmsnorm_options::k_global_width)
+      .def_rw("head_dim", &fusednorm_qk_rmsnorm_options::head_dim)
+      .def_rw("eps", &fusednorm_qk_rmsnorm_options::eps)
+      .def_rw("weight_offset", &fusednorm_qk_rmsnorm_options::weight_offset);
+  m.def(
+      "qk_rmsnorm_stats",
+      [](nb::handle q, nb::handle k, nb::handle stats, const fusednorm_qk_rmsnorm_options& o, uintptr_t stream) {
+        Tensor tq(q, "q", false), tk(k, "k", false), ts(stats, "stats", true);
+        return run([&] { return fusednorm_qk_rmsnorm_stats(tq.get(), tk.get(), ts.get(), &o, stream_ptr(stream)); });
+      },
+      nb::arg("q"), nb::arg("k"), nb::arg("stats"), nb::arg("options"), nb::arg("stream"));
+  m.def(
+      "qk_rmsnorm_apply",
+      [](nb::handle q, nb::handle k, nb::handle stats, nb::handle q_weight, nb::handle k_weight, nb::handle q_out,
+         nb::handle k_out, nb::handle out_scales, const fusednorm_qk_rmsnorm_options& o, uintptr_t stream) {
+        Tensor tq(q, "q", false), tk(k, "k", false), ts(stats, "stats", false), qw(q_weight, "q_weight", false),
+            kw(k_weight, "k_weight", false), qo(q_out, "q_out", true), ko(k_out, "k_out", true),
+            sc(out_scales, "out_scales", false);
+        return run([&] {
+          return fusednorm_qk_rmsnorm_apply(tq.get(), tk.get(), ts.get(), qw.get(), kw.get(), qo.get(), ko.get(),
+                                            sc.get(), &o, stream_ptr(stream));
+        });
+      },
+      nb::arg("q"), nb::arg("k"), nb::arg("stats"), nb::arg("q_weight"), nb::arg("k_weight"), nb::arg("q_out"),
+      nb::arg("k_out"), nb::arg("out_scales").none(), nb::arg("options"), nb::arg("stream"));
+  m.def(
+      "qk_rmsnorm",
+      [](nb::handle q, nb::handle k, nb::handle q_weight, nb::handle k_weight, nb::handle q_out, nb::handle k_out,
+         nb::handle out_scales, const fusednorm_qk_rmsnorm_options& o, uintptr_t stream) {
+        Tensor tq(q, "q", false), tk(k, "k", false), qw(q_weight, "q_weight", false), kw(k_weight, "k_weight", false),
+            qo(q_out, "q_out", true), ko(k_out, "k_out", true), sc(out_scales, "out_scales", false);
+        return run([&] {
+          return fusednorm_qk_rmsnorm(tq.get(), tk.get(), qw.get(), kw.get(), qo.get(), ko.get(), sc.get(), &o,
+                                      stream_ptr(stream));
+        });
+      },
+      nb::arg("q"), nb::arg("k"), nb::arg("q_weight"), nb::arg("k_weight"), nb::arg("q_out"), nb::arg("k_out"),
+      nb::arg("out_scales").none(), nb::arg("options"), nb::arg("stream"));
+
+  // ------------------------------------------------------------------ mla_rope_rmsnorm_quant
+  nb::class_<fusednorm_mla_rope_rmsnorm_quant_options>(
+      m, "MlaRopeRmsnormQuantOptions", "fusednorm_mla_rope_rmsnorm_quant_options, with the library's defaults")
+      .def("__init__", [](fusednorm_mla_rope_rmsnorm_quant_options* o) {
+        new (o) fusednorm_mla_rope_rmsnorm_quant_options{};
+        fusednorm_mla_rope_rmsnorm_quant_options_init(o);
+      })
+      .def_rw("rope_style", &fusednorm_mla_rope_rmsnorm_quant_options::rope_style)
+      .def_rw("eps", &fusednorm_mla_rope_rmsnorm_quant_options::eps)
+      .def_rw("weight_offset", &fusednorm_mla_rope_rmsnorm_quant_options::weight_offset);
+  m.def(
+      "mla_rope_rmsnorm_quant",
+      [](nb::handle q, nb::handle q_out, nb::handle kv, nb::handle weight, nb::handle cos_sin, nb::handle positions,
+         nb::handle row_offsets, nb::handle cache_len, nb::handle page_table, nb::handle kv_cache, nb::handle k_scale,
+         nb::handle invalid_tokens, const fusednorm_mla_rope_rmsnorm_quant_options& o, uintptr_t stream) {
+        // q is written in place when q_out is None.
+        Tensor tq(q, "q", q_out.is_none()), qo(q_out, "q_out", true), tkv(kv, "kv", false), w(weight, "weight", false),
+            cs(cos_sin, "cos_sin", false), pos(positions, "positions", false), ro(row_offsets, "row_offsets", false),
+            cl(cache_len, "cache_len", false), pt(page_table, "page_table", false), cache(kv_cache, "kv_cache", true),
+            ks(k_scale, "k_scale", false), inv(invalid_tokens, "invalid_tokens", true);
+        return run([&] {
+          return fusednorm_mla_rope_rmsnorm_quant(tq.get(), qo.get(), tkv.get(), w.get(), cs.get(), pos.get(), ro.get(),
+                                                  cl.get(), pt.get(), cache.get(), ks.get(), inv.get(), &o,
+                                                  stream_ptr(stream));
+        });
+      },
+      nb::arg("q"), nb::arg("q_out").none(), nb::arg("kv"), nb::arg("weight"), nb::arg("cos_sin"),
+      nb::arg("positions").none(), nb::arg("row_offsets"), nb::arg("cache_len").none(), nb::arg("page_table"),
+      nb::arg("kv_cache"), nb::arg("k_scale").none(), nb::arg("invalid_tokens").none(), nb::arg("options"),
+      nb::arg("stream"));
+
   // The byte count of swizzled scales: an int, or (status, message) on failure.
   m.def(
       "fp4_swizzled_size",

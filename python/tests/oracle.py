@@ -276,3 +276,134 @@ def make(fw, a):
         return torch.from_numpy(a.copy())
     raw = torch.from_numpy(a.view(np.uint8 if a.dtype.itemsize == 1 else np.int16).copy())
     return raw.view(getattr(torch, name))
+
+
+# ------------------------------------------------------------------------------ qk_rmsnorm (numerics.md §6)
+
+
+def _inv_rms(ss, d, eps):
+    """inv = 1 / sqrt(ss / d + eps) in f32; NaN where the root is not finite (numerics.md §3)."""
+    f32 = np.float32
+    with np.errstate(all="ignore"):
+        root = np.sqrt((np.asarray(ss, f32) / f32(d) + f32(eps)).astype(f32)).astype(f32)
+        return np.where(np.isfinite(root), (f32(1) / root).astype(f32), f32(np.nan)).astype(f32)
+
+
+def _inv_of_mean(var, eps):
+    f32 = np.float32
+    with np.errstate(all="ignore"):
+        root = np.sqrt((np.asarray(var, f32) + f32(eps)).astype(f32)).astype(f32)
+        return np.where(np.isfinite(root), (f32(1) / root).astype(f32), f32(np.nan)).astype(f32)
+
+
+def _qk_out(xf, inv, weight, weight_offset, out_fmt, scale):
+    """rn_out((x * inv) * g') of x [rows, G] with inv [rows]; FP8 outputs: enc(y * (1 / s))."""
+    f32 = np.float32
+    g = (np.asarray(weight).astype(f32) + f32(weight_offset)).astype(f32)
+    with np.errstate(all="ignore"):
+        y = ((xf * inv[:, None]).astype(f32) * g[None, :]).astype(f32)
+        if scale is not None:
+            y = (y * (f32(1) / f32(scale)).astype(f32)).astype(f32)
+    return enc(_canonical_nan(y), out_fmt)
+
+
+def _canonical_nan(v):
+    """NaN as the positive canonical f32 NaN 0x7FC00000 (whatever sign and payload it had)."""
+    return np.where(np.isnan(v), np.uint32(0x7FC00000).view(np.float32), v).astype(np.float32)
+
+
+def qk_stats(q, k):
+    """stats [rows, 2]: the canonical sums of squares of q's and k's rows (f32)."""
+    return _canonical_nan(np.stack([sum_squares(np.asarray(q).astype(np.float32)),
+                                    sum_squares(np.asarray(k).astype(np.float32))], axis=-1))
+
+
+def qk_rmsnorm(q, k, q_weight, k_weight, *, in_fmt="float32", head_dim=0, eps=1e-6, weight_offset=0.0, dtype=None,
+               out_scales=None):
+    """The fused QK-norm of q [rows, Nq], k [rows, Nk]: one RMS group per row (head_dim 0) or per
+    head of head_dim elements. Returns (q_out, k_out) as in_fmt (or dtype: FP8) elements."""
+    out_fmt = dtype or in_fmt
+    res = []
+    for side, (x, w) in enumerate(((q, q_weight), (k, k_weight))):
+        xf = np.asarray(x).astype(np.float32)
+        rows, n = xf.shape
+        g = head_dim or n
+        groups = xf.reshape(rows * (n // g), g)
+        inv = _inv_rms(sum_squares(groups), g, eps)
+        s = None if out_scales is None else out_scales[side]
+        res.append(_qk_out(groups, inv, w, weight_offset, out_fmt, s).reshape(rows, n))
+    return tuple(res)
+
+
+def qk_rmsnorm_apply(q, k, stats, q_weight, k_weight, *, in_fmt="float32", stats_kind="sums", q_global_width=None,
+                     k_global_width=None, eps=1e-6, weight_offset=0.0, dtype=None, out_scales=None):
+    """Apply from stats [rows, 2] (sums over the global widths, or mean squares)."""
+    out_fmt = dtype or in_fmt
+    res = []
+    for side, (x, w, width) in enumerate(((q, q_weight, q_global_width), (k, k_weight, k_global_width))):
+        st = np.asarray(stats, np.float32)[:, side]
+        inv = _inv_rms(st, width, eps) if stats_kind == "sums" else _inv_of_mean(st, eps)
+        s = None if out_scales is None else out_scales[side]
+        res.append(_qk_out(np.asarray(x).astype(np.float32), inv, w, weight_offset, out_fmt, s))
+    return tuple(res)
+
+
+# ------------------------------------------------------------------------------ mla_rope_rmsnorm_quant (numerics.md §5)
+
+
+def rope(x, cs_rows, style="interleaved"):
+    """Rotation of x [T, ..., R] (f32) with cos/sin rows cs_rows [T, R] (f32, interleaved):
+    re' = re*c + (-(im*s)), im' = re*s + im*c, every product and sum rounded to f32."""
+    f32 = np.float32
+    r = x.shape[-1]
+    c = cs_rows[:, 0::2].reshape((x.shape[0],) + (1,) * (x.ndim - 2) + (r // 2,))
+    s = cs_rows[:, 1::2].reshape(c.shape)
+    if style == "interleaved":
+        re, im = x[..., 0::2], x[..., 1::2]
+    else:
+        re, im = x[..., :r // 2], x[..., r // 2:]
+    with np.errstate(all="ignore"):
+        re2 = ((re * c).astype(f32) + (-(im * s).astype(f32))).astype(f32)
+        im2 = ((re * s).astype(f32) + (im * c).astype(f32)).astype(f32)
+    out = np.empty_like(x)
+    if style == "interleaved":
+        out[..., 0::2], out[..., 1::2] = re2, im2
+    else:
+        out[..., :r // 2], out[..., r // 2:] = re2, im2
+    return out
+
+
+def mla_rope_rmsnorm_quant(q, kv, weight, cos_sin, page_table, cache, row_offsets, *, positions=None,
+                           cache_len=None, in_fmt="float32", cache_fmt="bfloat16", rope_style="interleaved",
+                           eps=1e-6, weight_offset=0.0, k_scale=None):
+    """numerics.md §5: q [T, Hq, R], kv [T, L + R], cache [num_pages, page_size, L + R] (its old
+    contents; a copy is returned with the T addressed slots written). Returns (q_out as in_fmt
+    elements, new cache)."""
+    f32 = np.float32
+    t, _, r = q.shape
+    big_l = kv.shape[1] - r
+    ro = np.asarray(row_offsets, np.int64)
+    seq = np.searchsorted(ro, np.arange(t), side="right") - 1
+    if positions is not None:
+        pos = np.asarray(positions, np.int64)
+    else:
+        pos = np.asarray(cache_len, np.int64)[seq] + np.arange(t) - ro[seq]
+    cs = np.asarray(cos_sin).astype(f32)[pos]
+    q_out = enc(rope(np.asarray(q).astype(f32), cs, rope_style), in_fmt)
+    kvf = np.asarray(kv).astype(f32)
+    latent = kvf[:, :big_l]
+    inv = _inv_rms(sum_squares(latent), big_l, eps)
+    g = (np.asarray(weight).astype(f32) + f32(weight_offset)).astype(f32)
+    with np.errstate(all="ignore"):
+        y = ((latent * inv[:, None]).astype(f32) * g[None, :]).astype(f32)
+    row = np.concatenate([y, rope(kvf[:, big_l:], cs, rope_style)], axis=1)
+    if k_scale is not None:
+        with np.errstate(all="ignore"):
+            row = (row / f32(k_scale)).astype(f32)
+    codes_ = enc(row, cache_fmt)
+    new = np.array(cache, copy=True)
+    page_size = cache.shape[1]
+    pt = np.asarray(page_table, np.int64)
+    for i in range(t):
+        new[pt[seq[i], pos[i] // page_size], pos[i] % page_size] = codes_[i]
+    return q_out, new
