@@ -121,6 +121,34 @@ void rq_options(Ctx& c) {
 bool rq_packed(const Ctx& c) { return !c.opts_null && c.ro.scale_placement == FUSEDNORM_SCALES_PACKED_ROW_END; }
 int32_t rq_mode(const Ctx& c) { return c.opts_null ? FUSEDNORM_SCALE_DYNAMIC_ROW : c.ro.scale_mode; }
 
+// ---- rmsnorm_fp4 (slots: input, residual, weight, output, scales; the global scale stays NULL).
+void fp4_options(Ctx& c) {
+  const Spec& s = *c.s;
+  auto& o = init_options(c, c.fo, fusednorm_rmsnorm_fp4_options_init);
+  const int32_t norms[] = {0, 0, 0, 0, 1, 1};
+  const int32_t formats[] = {0, 0, 1, 1};
+  const int32_t layouts[] = {0, 0, 1, 1};
+  o.norm = pick(s.osel[1], norms, int32_t(s.oraw[0] % 5) - 2);
+  o.format = pick(s.osel[2], formats, int32_t(s.oraw[1] % 5) - 2);
+  o.scale_layout = pick(s.osel[3], layouts, int32_t(s.oraw[2] % 5) - 2);
+  o.reserved0 = s.osel[3] >= 0xF0 ? int32_t(s.oraw[3]) : 0;
+  o.eps = pick(s.osel[5], kEpsChoices, f32_bits(s.oraw[0]));
+  o.weight_offset = pick(s.osel[6], kWoffChoices, f32_bits(s.oraw[1]));
+}
+// The scales' shape: row-major [..., H / block], or the swizzled tensor's bytes (1-D).
+std::vector<int64_t> fp4_scales_shape(const Ctx& c) {
+  const int32_t format = c.opts_null ? FUSEDNORM_FP4_NVFP4 : c.fo.format;
+  const int64_t block = format == FUSEDNORM_FP4_MXFP4 ? 32 : 16;
+  if (!c.opts_null && c.fo.scale_layout == FUSEDNORM_FP4_SCALES_SWIZZLED) {
+    int64_t rows = 1, bytes = 0;
+    for (int64_t d : c.lead) rows *= d;
+    if (fusednorm_fp4_swizzled_size(rows, c.h, format, &bytes) != FUSEDNORM_SUCCESS || bytes > (int64_t(1) << 20))
+      bytes = 512;
+    return std::vector<int64_t>{bytes};
+  }
+  return full_shape(c, c.h / block > 0 ? c.h / block : 1);
+}
+
 #include "fuzz_qk.inc"  // qk_rmsnorm's options, shapes and its entries of kOps (FUZZ_QK_OPS)
 #include "fuzz_mla.h"
 
@@ -170,6 +198,32 @@ const OpDesc kOps[] = {
     // qk_rmsnorm (appended: existing inputs keep their operation)
     FUZZ_QK_OPS
     mla_op_desc(),  // tests/fuzz/fuzz_mla.h
+    {"rmsnorm_fp4",
+     {{"input", {DType::kF32, DType::kF16, DType::kBF16}},
+      {"residual", {}},
+      {"weight", {DType::kF32, DType::kF16, DType::kBF16}},
+      {"output", {DType::k_f4e2m1}},
+      {"scales", {DType::k_f8e4m3fn, DType::kE8M0}}},
+     fp4_options,
+     [](const Ctx& c, int slot) {
+       return (slot == 1 && !c.residual) || (slot == 2 && !c.opts_null && c.fo.norm == FUSEDNORM_NORM_NONE);
+     },
+     [](const Ctx&, int slot) { return slot == 1 ? 1 : slot >= 3 ? 2 : 0; },
+     [](const Ctx& c, int slot) {
+       switch (slot) {
+         case 2: return std::vector<int64_t>{c.h};
+         case 4: return fp4_scales_shape(c);
+         default: return full_shape(c, c.h);
+       }
+     },
+     [](Ctx& c) {
+       return fusednorm_rmsnorm_fp4(tp(c, 0), tp(c, 1), tp(c, 2), tp(c, 3), tp(c, 4), nullptr,
+                                    c.opts_null ? nullptr : &c.fo, nullptr);
+     },
+     [](Ctx& c) {
+       return reference::rmsnorm_fp4(tp(c, 0), tp(c, 1), tp(c, 2), tp(c, 3), tp(c, 4), nullptr,
+                                     c.opts_null ? nullptr : &c.fo);
+     }},
 };
 constexpr int kNumOps = int(sizeof kOps / sizeof kOps[0]);
 

@@ -113,6 +113,7 @@ struct Ctx {
   fusednorm_rmsnorm_quant_options ro{};
   fusednorm_qk_rmsnorm_options qo{};  // qk_rmsnorm
   fusednorm_mla_rope_rmsnorm_quant_options mo{};  // tests/fuzz/fuzz_mla.h
+  fusednorm_rmsnorm_fp4_options fo{};              // rmsnorm_fp4
   std::shared_ptr<void> extra;                     // an operation's own tensors (fuzz_mla.h)
   Tensor t[kMaxSlots];
   std::vector<Buffer> bufs;
