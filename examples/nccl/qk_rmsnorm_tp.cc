@@ -348,6 +348,36 @@ bool verify(Rank& r, const Problem& p, const char* when) {
 }
 
 
+// Captures what `enqueue` puts on the stream (thread-local capture mode) into a graph.
+template <class F>
+cudaGraphExec_t capture(cudaStream_t stream, F enqueue) {
+  cudaGraph_t g;
+  cudaGraphExec_t exec = nullptr;
+  CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  enqueue();
+  CHECK_CUDA(cudaStreamEndCapture(stream, &g));
+  CHECK_CUDA(cudaGraphInstantiate(&exec, g, 0));
+  CHECK_CUDA(cudaGraphDestroy(g));
+  return exec;
+}
+
+// Microseconds per replay of the graph over `iters` replays after one warm-up, timed with events.
+double time_graph(cudaGraphExec_t graph, cudaStream_t stream, int iters) {
+  cudaEvent_t start, stop;
+  CHECK_CUDA(cudaEventCreate(&start));
+  CHECK_CUDA(cudaEventCreate(&stop));
+  CHECK_CUDA(cudaGraphLaunch(graph, stream));  // warm-up
+  CHECK_CUDA(cudaEventRecord(start, stream));
+  for (int it = 0; it < iters; ++it) CHECK_CUDA(cudaGraphLaunch(graph, stream));
+  CHECK_CUDA(cudaEventRecord(stop, stream));
+  CHECK_CUDA(cudaStreamSynchronize(stream));
+  float ms = 0;
+  CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return 1000.0 * ms / std::max(iters, 1);
+}
+
 // Everything one rank does, on the calling thread (one thread per GPU: NCCL's multi-thread mode,
 // which graph capture of NCCL calls wants; capture mode thread-local): the reference, the eager
 // step, the captured graph replayed and timed, new inputs. True when every check passed.
@@ -360,24 +390,19 @@ bool run_rank(Rank& r, const Options& o) {
   CHECK_CUDA(cudaStreamSynchronize(r.stream));
   bool pass = verify(r, p, "eager");
 
-  cudaGraph_t g;
-  CHECK_CUDA(cudaStreamBeginCapture(r.stream, cudaStreamCaptureModeThreadLocal));
-  enqueue_tp(r, p);
-  CHECK_CUDA(cudaStreamEndCapture(r.stream, &g));
-  CHECK_CUDA(cudaGraphInstantiate(&r.graph, g, 0));
-  CHECK_CUDA(cudaGraphDestroy(g));
-  cudaEvent_t start, stop;
-  CHECK_CUDA(cudaEventCreate(&start));
-  CHECK_CUDA(cudaEventCreate(&stop));
-  CHECK_CUDA(cudaGraphLaunch(r.graph, r.stream));  // warm-up
-  CHECK_CUDA(cudaEventRecord(start, r.stream));
-  for (int it = 0; it < o.iters; ++it) CHECK_CUDA(cudaGraphLaunch(r.graph, r.stream));
-  CHECK_CUDA(cudaEventRecord(stop, r.stream));
-  CHECK_CUDA(cudaStreamSynchronize(r.stream));
-  float ms = 0;
-  CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
+  r.graph = capture(r.stream, [&] { enqueue_tp(r, p); });
   printf("rank %d: graph of stats -> all-reduce -> apply: %.2f us per replay (%d replays)\n", r.rank,
-         1000.0 * ms / std::max(o.iters, 1), o.iters);
+         time_graph(r.graph, r.stream, o.iters), o.iters);
+  if (r.rank == 0) {
+    // The comparison: the single-GPU fused call on the whole rows (every head) on this device.
+    cudaGraphExec_t fused = capture(r.stream, [&] {
+      CHECK_FN(fusednorm_qk_rmsnorm(&r.fq.dl, &r.fk.dl, &r.fwq.dl, &r.fwk.dl, &r.foq.dl, &r.fok.dl, nullptr, nullptr,
+                                    r.stream));
+    });
+    printf("rank 0: graph of the single-GPU fused call (all heads): %.2f us per replay (%d replays)\n",
+           time_graph(fused, r.stream, o.iters), o.iters);
+    cudaGraphExecDestroy(fused);
+  }
   pass = verify(r, p, "graph replays") && pass;
 
   // New activations into the same buffers: the captured graph computes them.
@@ -387,8 +412,6 @@ bool run_rank(Rank& r, const Options& o) {
   CHECK_CUDA(cudaStreamSynchronize(r.stream));
   pass = verify(r, p, "graph replay, new inputs") && pass;
 
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
   cudaGraphExecDestroy(r.graph);
   ncclCommDestroy(r.comm);
   for (void* b : {static_cast<void*>(r.qkv), static_cast<void*>(r.qw), static_cast<void*>(r.kw),

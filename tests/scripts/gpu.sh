@@ -1,9 +1,7 @@
 #!/usr/bin/env bash
 # GPU build, tests and benchmark in one script, for an NVIDIA machine with nvcc 13, CMake and
-# ninja and no network. Libraries the system lacks (Highway, oneTBB, Catch2, DLPack) are taken
-# from Debian .deb files in ${FUSEDNORM_DEPS_DIR:-.deps} (fetch them on a Debian 12 machine with
-# `apt-get download libhwy-dev libhwy1 libtbb-dev libtbb12 libtbbmalloc2 libtbbbind-2-5 catch2
-# libdlpack-dev`) and unpacked under build-gpu/deps. Logs go to ${OUT:-build-gpu/out}.
+# ninja and no network (libraries the system lacks: tests/scripts/gpu_env.sh). Logs go to
+# ${OUT:-build-gpu/out}. Several GPUs: tests/scripts/multigpu.sh.
 # Usage: bash tests/scripts/gpu.sh [build|test|sanitize|bench|compare|profile|all]...
 # (default: all but compare and profile; compare: tests/bench/torch_compare.py, fusednorm against
 # torch.compile, with ${FUSEDNORM_COMPARE_ARGS:---tokens 1,8,16384}; needs PyTorch with Triton)
@@ -20,16 +18,7 @@ status=0
 gpu_tests=(test_gpu_rmsnorm_quant test_gpu_rmsnorm_fp4 test_gpu_qk_rmsnorm test_gpu_mla)
 note() { echo "== $*" | tee -a "$out/summary.txt"; }
 
-if [ ! -f /usr/include/hwy/highway.h ]; then
-  deps=$root/build-gpu/deps
-  if [ ! -d "$deps/usr" ]; then
-    mkdir -p "$deps"
-    for f in "${FUSEDNORM_DEPS_DIR:-$root/.deps}"/*.deb; do dpkg-deb -x "$f" "$deps"; done
-  fi
-  export CMAKE_PREFIX_PATH="$deps/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
-  export LD_LIBRARY_PATH="$deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  export CPATH="$deps/usr/include${CPATH:+:$CPATH}"
-fi
+source tests/scripts/gpu_env.sh
 
 if want build || want test || want sanitize || want bench || want compare || want profile; then
   t0=$(date +%s)
