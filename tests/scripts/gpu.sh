@@ -52,10 +52,10 @@ if want test; then
   note "gpu concurrency: rc=$rc in $(( $(date +%s) - t0 )) s: $(tail -2 "$out/gpu_concurrency.log" | tr '\n' ' ')"
   # qk_rmsnorm's NCCL example with one rank, and with every GPU when there are several
   # (docs/tensor_parallel.md).
-  if [ -x build-gpu/fusednorm-qk-tp-nccl ]; then
+  if [ -x build-gpu/examples/fusednorm-qk-tp-nccl ]; then
     ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
     for g in 1 $([ "$ngpu" -gt 1 ] && echo "$ngpu"); do
-      ./build-gpu/fusednorm-qk-tp-nccl --gpus "$g" >"$out/nccl_qk_tp_$g.log" 2>&1
+      ./build-gpu/examples/fusednorm-qk-tp-nccl --gpus "$g" >"$out/nccl_qk_tp_$g.log" 2>&1
       rc=$?; [ $rc -eq 0 ] || status=1
       note "nccl qk_rmsnorm TP, $g GPU(s): rc=$rc: $(tail -1 "$out/nccl_qk_tp_$g.log")"
     done

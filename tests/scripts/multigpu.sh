@@ -18,7 +18,7 @@ source tests/scripts/gpu_env.sh
 export NCCL_NVLS_ENABLE=0
 summary=$out/multigpu_summary.md
 status=0
-exe=./build-gpu/fusednorm-qk-tp-nccl
+exe=./build-gpu/examples/fusednorm-qk-tp-nccl
 
 if want build; then
   t0=$(date +%s)
