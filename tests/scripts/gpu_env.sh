@@ -1,7 +1,8 @@
 # Sourced by gpu.sh and multigpu.sh (GPU machines with nvcc 13, CMake and ninja and no network):
 # libraries the system lacks (Highway, oneTBB, Catch2, DLPack) come from Debian .deb files in
 # ${FUSEDNORM_DEPS_DIR:-.deps} (fetch them on a Debian 12 machine with `apt-get download libhwy-dev
-# libhwy1 libtbb-dev libtbb12 libtbbmalloc2 libtbbbind-2-5 catch2 libdlpack-dev`), unpacked under
+# libhwy1 libtbb-dev libtbb12 libtbbmalloc2 libtbbbind-2-5 catch2 libdlpack-dev libcli11-dev
+# nlohmann-json3-dev`), unpacked under
 # build-gpu/deps; NCCL's header, where the system has none, from ${FUSEDNORM_DEPS_DIR}/nccl/include
 # (a copy of the nccl.h the CUDA toolkit or a development machine has), for the NCCL example.
 # Expects $root (the repository root).

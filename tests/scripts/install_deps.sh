@@ -6,6 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 packages=(cmake ninja-build g++ libhwy-dev libtbb-dev catch2 libdlpack-dev python3 python3-venv python3-pip)
+# fusednorm-bench: option parsing (CLI11) and --json (nlohmann-json); the C header's API reference: doxygen.
+packages+=(libcli11-dev nlohmann-json3-dev doxygen)
 # The Python package (tests/scripts/python.sh: pip install ./python builds a C++ extension): Python.h.
 packages+=(python3-dev)
 # The install test compiles a C program with `pkg-config --cflags --libs fusednorm`.
