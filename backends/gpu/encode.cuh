@@ -53,46 +53,70 @@ struct SoftFormat<DType::kI8> {
   static __device__ __forceinline__ uint32_t encode(float v) { return math::encode_int8(v); }
 };
 
-// Four codes, element i in byte i.
-template <DType kOut>
-__device__ __forceinline__ uint32_t soft_encode4(const float v[4]) {
-  return SoftFormat<kOut>::encode(v[0]) | (SoftFormat<kOut>::encode(v[1]) << 8) |
-         (SoftFormat<kOut>::encode(v[2]) << 16) | (SoftFormat<kOut>::encode(v[3]) << 24);
-}
 
 // Hardware FP8 conversion (sm_89+): cvt.rn.satfinite rounds to nearest even and saturates
 // finite values and infinities exactly like the shared encoders, and writes 0x7F for every NaN,
-// the operations' positive NaN; two values per instruction. verify_encoders (plugin.cuh) proves
-// encode4 equal to the shared math over all 2^32 inputs on the device at hand (tests/gpu runs it).
+// the operations' positive NaN; two values per instruction.
+//
+// f8e4m3fnuz from the same instruction: fnuz (bias 8) is fn (bias 7) with every value halved and
+// the codes unchanged, so fnuz(x) = fn(2x) wherever both are ordinary values: 2x is exact in f32
+// (|x| < 2^127; above, 2x is Inf and saturates like the next case), and RNE on the fn grid of 2x
+// is RNE on the fnuz grid of x, subnormals included (fn's 2^-9 quantum is fnuz's 2^-10 doubled).
+// Three places differ, and a select or two fixes each:
+// - saturation: fnuz has a code above fn's largest, 0x7F = 240 (fn's NaN slot); |x| > 232 (the
+//   midpoint of 224 and 240; 232 itself ties to the even 0x7E) gives 0x7F with the sign;
+// - zero: fn writes -0 (0x80) for negative inputs that round to zero; fnuz has no -0 (0x80 is
+//   its NaN) and writes 0;
+// - NaN: fn writes 0x7F (the low seven bits set: no finite input gives that) and fnuz 0x80.
+// verify_encoders (plugin.cuh) proves encode2/encode4 equal to the shared math over all 2^32
+// inputs on the device at hand (tests/gpu runs it).
 template <DType kOut>
-__device__ __forceinline__ uint32_t encode4(const float v[4]) {
+__device__ __forceinline__ uint32_t soft_encode2(float a, float b) {
+  return SoftFormat<kOut>::encode(a) | (SoftFormat<kOut>::encode(b) << 8);
+}
+
+// Two codes, `a` in the low byte.
+template <DType kOut>
+__device__ __forceinline__ uint32_t encode2(float a, float b) {
 #if FN_CUDA_ARCH >= 890  // the FP8 conversions: sm_89+
   if (kOut == DType::k_f8e4m3fn || kOut == DType::k_f8e5m2) {
-    uint16_t lo, hi;  // elements 0, 1 and 2, 3
-    if (kOut == DType::k_f8e4m3fn) {
-      FN_CVT_E4M3X2(lo, v[0], v[1]);
-      FN_CVT_E4M3X2(hi, v[2], v[3]);
-    } else {
-      FN_CVT_E5M2X2(lo, v[0], v[1]);
-      FN_CVT_E5M2X2(hi, v[2], v[3]);
-    }
-    return uint32_t(lo) | (uint32_t(hi) << 16);
+    uint16_t w;
+    if (kOut == DType::k_f8e4m3fn) FN_CVT_E4M3X2(w, a, b);
+    else FN_CVT_E5M2X2(w, a, b);
+    return w;
+  }
+  if (kOut == DType::k_f8e4m3fnuz) {
+    uint16_t h;
+    FN_CVT_E4M3X2(h, math::mul_rn(a, 2.0f), math::mul_rn(b, 2.0f));
+    uint32_t w = h;
+    const uint32_t lo = w & 0xFFu, hi = w >> 8;
+    // NaN (low seven bits set) to 0x80, -0 to 0, then the top code for |x| > 232.
+    uint32_t c0 = (lo & 0x7Fu) == 0x7Fu ? 0x80u : (lo == 0x80u ? 0u : lo);
+    uint32_t c1 = (hi & 0x7Fu) == 0x7Fu ? 0x80u : (hi == 0x80u ? 0u : hi);
+    c0 = fabsf(a) > 232.0f ? (lo & 0x80u) | 0x7Fu : c0;
+    c1 = fabsf(b) > 232.0f ? (hi & 0x80u) | 0x7Fu : c1;
+    return c0 | (c1 << 8);
   }
 #endif
 #if FN_CUDA_ARCH > 0  // CUDA device code: PTX available
   // int8: cvt.rni.sat rounds to nearest even, saturates to [-128, 127] and converts NaN to 0,
   // which is encode_int8 (also proven by verify_encoders).
-  if (kOut == DType::kI8) {
-    uint32_t w = 0;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int32_t q = gpu_f32_to_s8_sat(v[i]);
-      w |= (uint32_t(q) & 0xFFu) << (8 * i);
-    }
-    return w;
-  }
+  if (kOut == DType::kI8)
+    return (uint32_t(gpu_f32_to_s8_sat(a)) & 0xFFu) | ((uint32_t(gpu_f32_to_s8_sat(b)) & 0xFFu) << 8);
 #endif
-  return soft_encode4<kOut>(v);
+  return soft_encode2<kOut>(a, b);
+}
+
+// One code (a pair's instruction with the second value unused).
+template <DType kOut>
+__device__ __forceinline__ uint32_t encode1(float v) {
+  return encode2<kOut>(v, 0.0f) & 0xFFu;
+}
+
+// Four codes, element i in byte i.
+template <DType kOut>
+__device__ __forceinline__ uint32_t encode4(const float v[4]) {
+  return encode2<kOut>(v[0], v[1]) | (encode2<kOut>(v[2], v[3]) << 16);
 }
 
 // Exhaustive check of the kernels' encoders against the shared math: every f32 bit pattern

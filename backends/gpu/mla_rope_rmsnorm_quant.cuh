@@ -20,6 +20,7 @@
 
 #include <stdint.h>
 
+#include "backends/gpu/encode.cuh"
 #include "backends/gpu/gpu_runtime.h"
 #include "backends/gpu/host.cuh"
 #include "backends/gpu/io.cuh"
@@ -49,14 +50,15 @@ __device__ __forceinline__ float mla_load(DType t, const char* row, int32_t i, i
   return t == DType::kBF16 ? math::decode_bf16(h) : math::decode_f16(h);
 }
 
-// The cache's code of v (v / k_scale already), NaN canonical.
+// The cache's code of v (v / k_scale already), NaN canonical; FP8 by encode.cuh's encoders (the
+// hardware conversion where the device has one, proven equal to the shared math's).
 __device__ __forceinline__ void mla_store_cache(const MlaCall& c, char* row, int32_t i, float v, int32_t access) {
   switch (c.cache_type) {
     case DType::kBF16: return store_elem<2>(row, i, math::encode_bf16<false>(v), access);
     case DType::kF16: return store_elem<2>(row, i, math::encode_f16<false>(v), access);
     case DType::kF32: return store_elem<4>(row, i, math::encode_f32<false>(v), access);
 #define FN_MINIFLOAT(name, ...) \
-  case DType::k_##name: return store_elem<1>(row, i, math::name::encode<false>(v), access);
+  case DType::k_##name: return store_elem<1>(row, i, encode1<DType::k_##name>(v), access);
 #include "math/formats.inc"
 #undef FN_MINIFLOAT
     default: return;  // validation admits no other cache dtype

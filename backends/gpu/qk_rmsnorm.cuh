@@ -20,6 +20,7 @@
 
 #include <algorithm>
 
+#include "backends/gpu/encode.cuh"
 #include "backends/gpu/gpu_runtime.h"
 #include "backends/gpu/host.cuh"
 #include "backends/gpu/io.cuh"
@@ -77,15 +78,11 @@ __device__ __forceinline__ void qk_accumulate(const uint32_t* v, float part[kQkV
 }
 
 // The outputs: kOut == kIn, the input dtype (rounded, NaN canonical); else an FP8 format, the
-// code of y * rcp (rcp = 1 / the side's static scale), by the shared math's encoder.
+// code of y * rcp (rcp = 1 / the side's static scale), two at a time (encode.cuh: the hardware
+// conversion where the device has one, proven equal to the shared math's encoder).
 template <DType kIn, DType kOut>
 struct QkOut {
   static constexpr int kBytes = kOut == kIn ? InTraits<kIn>::kBytes : 1;
-  static __device__ __forceinline__ uint32_t encode(float y, float rcp) {
-    if constexpr (kOut == kIn) return InTraits<kIn>::encode(y);
-    else if constexpr (kOut == DType::k_f8e4m3fn) return math::f8e4m3fn::encode<false>(math::mul_rn(y, rcp));
-    else return math::f8e4m3fnuz::encode<false>(math::mul_rn(y, rcp));
-  }
 };
 
 // The weight words of one vector (f32: 8 words; f16/bf16: the first 4).
@@ -108,11 +105,21 @@ __device__ __forceinline__ void qk_apply_vec(const QkRmsnormCall& c, const QkSid
   for (int e = 0; e < kQkVec; ++e) g[e] = math::add_rn(weight_elem(s.w_type, ww, e), c.weight_offset);
   constexpr int kPer = 4 / Out::kBytes;  // codes a word
   uint32_t o[Vec<Out::kBytes, kQkVec>::kWords];
+  if constexpr (kOut != kIn) {
 #pragma unroll
-  for (int e = 0; e < kQkVec; ++e) {
-    const uint32_t code = Out::encode(math::norm_apply(In::get(v, e), inv, g[e]), rcp);
-    if (e % kPer == 0) o[e / kPer] = code;
-    else o[e / kPer] |= code << (32 / kPer * (e % kPer));
+    for (int e = 0; e < kQkVec; e += 2) {
+      const uint32_t codes = encode2<kOut>(math::mul_rn(math::norm_apply(In::get(v, e), inv, g[e]), rcp),
+                                           math::mul_rn(math::norm_apply(In::get(v, e + 1), inv, g[e + 1]), rcp));
+      if (e % kPer == 0) o[e / kPer] = codes;
+      else o[e / kPer] |= codes << 16;
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < kQkVec; ++e) {
+      const uint32_t code = InTraits<kIn>::encode(math::norm_apply(In::get(v, e), inv, g[e]));
+      if (e % kPer == 0) o[e / kPer] = code;
+      else o[e / kPer] |= code << (32 / kPer * (e % kPer));
+    }
   }
   store_vec<Out::kBytes, kQkVec>(out, e0, G, sh.access_out, o);
 }

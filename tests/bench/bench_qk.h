@@ -22,16 +22,19 @@
 namespace fusednorm {
 namespace bench {
 
-// The tensors of one qk_rmsnorm call (compact rows; weights of the input dtype).
+// The tensors of one qk_rmsnorm call (compact rows; weights of the input dtype; outputs of the
+// input dtype or FP8 `out`, whose static scales are the tensor `scales` [2]).
 struct QkTensors {
-  int64_t qs[2], ks[2], ss[2], qws[1], kws[1];
-  DLTensor q, k, stats, qw, kw, qo, ko;
-  QkTensors(DLDevice d, DType t, int64_t rows, int64_t nq, int64_t nk, int64_t wq, int64_t wk)
+  int64_t qs[2], ks[2], ss[2], qws[1], kws[1], scs[1] = {2};
+  DLTensor q, k, stats, qw, kw, qo, ko, scales;
+  QkTensors(DLDevice d, DType t, int64_t rows, int64_t nq, int64_t nk, int64_t wq, int64_t wk,
+            DType out = DType::kInvalid)
       : qs{rows, nq}, ks{rows, nk}, ss{rows, 2}, qws{wq}, kws{wk} {
     q = tensor(nullptr, d, t, 2, qs);
     k = tensor(nullptr, d, t, 2, ks);
-    qo = tensor(nullptr, d, t, 2, qs);
-    ko = tensor(nullptr, d, t, 2, ks);
+    qo = tensor(nullptr, d, out == DType::kInvalid ? t : out, 2, qs);
+    ko = tensor(nullptr, d, out == DType::kInvalid ? t : out, 2, ks);
+    scales = tensor(nullptr, d, DType::kF32, 1, scs);
     stats = tensor(nullptr, d, DType::kF32, 2, ss);
     qw = tensor(nullptr, d, t, 1, qws);
     kw = tensor(nullptr, d, t, 1, kws);
@@ -45,18 +48,24 @@ struct QkMode {
   QkKind kind;      // kStats, kApply, kFused; `split`: stats then apply
   bool split;
   int64_t head_dim;
+  DType out = DType::kInvalid;  // an FP8 output with static scales, else the input dtype
+  const DLTensor* out_scales(const QkTensors& x) const { return out == DType::kInvalid ? nullptr : &x.scales; }
 };
 inline constexpr QkMode kQkModes[] = {{"stats", QkKind::kStats, false, 0},
                                       {"apply", QkKind::kApply, false, 0},
                                       {"fused", QkKind::kFused, false, 0},
                                       {"stats+apply", QkKind::kApply, true, 0},
-                                      {"fused_head128", QkKind::kFused, false, 128}};
+                                      {"fused_head128", QkKind::kFused, false, 128},
+                                      {"fused_e4m3fn", QkKind::kFused, false, 0, DType::k_f8e4m3fn},
+                                      {"fused_e4m3fnuz", QkKind::kFused, false, 0, DType::k_f8e4m3fnuz}};
+// The FP8 modes' static scales (q, k): typical |y| of the bench's inputs well inside the formats.
+inline constexpr float kQkOutScales[2] = {0.0625f, 0.03125f};
 
 struct QkBench {
   Run& run;
   // One buffer set's byte offsets: q, k, outputs, stats, weights.
   struct Layout {
-    size_t q = 0, k = 0, qo = 0, ko = 0, st = 0, qw = 0, kw = 0, set = 0;
+    size_t q = 0, k = 0, qo = 0, ko = 0, st = 0, qw = 0, kw = 0, sc = 0, set = 0;
   };
 
   // Enqueues the mode's call(s) on the tensors (whose data point at one buffer set).
@@ -66,8 +75,9 @@ struct QkBench {
       if (st != FUSEDNORM_SUCCESS || !m.split) return st;
     }
     if (m.kind == QkKind::kApply)
-      return fusednorm_qk_rmsnorm_apply(&x.q, &x.k, &x.stats, &x.qw, &x.kw, &x.qo, &x.ko, nullptr, &o, stream);
-    return fusednorm_qk_rmsnorm(&x.q, &x.k, &x.qw, &x.kw, &x.qo, &x.ko, nullptr, &o, stream);
+      return fusednorm_qk_rmsnorm_apply(&x.q, &x.k, &x.stats, &x.qw, &x.kw, &x.qo, &x.ko, m.out_scales(x), &o,
+                                        stream);
+    return fusednorm_qk_rmsnorm(&x.q, &x.k, &x.qw, &x.kw, &x.qo, &x.ko, m.out_scales(x), &o, stream);
   }
   static void point(QkTensors& x, char* base, const Layout& l, size_t s) {
     char* b = base + s * l.set;
@@ -78,6 +88,7 @@ struct QkBench {
     x.stats.data = b + l.st;
     x.qw.data = b + l.qw;
     x.kw.data = b + l.kw;
+    x.scales.data = b + l.sc;
   }
 
   // Sampled rows of set 0 against the reference on those rows alone (outputs, or the sums).
@@ -85,8 +96,8 @@ struct QkBench {
                     const fusednorm_qk_rmsnorm_options& o) {
     Run::Result res;
     const int64_t wq = m.head_dim ? m.head_dim : nq, wk = m.head_dim ? m.head_dim : nk;
-    const size_t eb = size_t(elem_bytes(t));
-    QkTensors x(run.dev.dl_device(), t, rows, nq, nk, wq, wk);
+    const size_t eb = size_t(elem_bytes(t)), ob = m.out == DType::kInvalid ? eb : 1;
+    QkTensors x(run.dev.dl_device(), t, rows, nq, nk, wq, wk, m.out);
     point(x, base, l, 0);
     std::vector<char> stats_before(size_t(rows) * 8);
     run.dev.download(stats_before.data(), base + l.st, stats_before.size());
@@ -103,7 +114,7 @@ struct QkBench {
     const std::vector<int64_t> sample = Run::sample_rows(rows, run.o.check_rows);
     res.checked = int(sample.size());
     std::vector<char> hq(size_t(nq) * eb), hk(size_t(nk) * eb), hqw(size_t(wq) * eb), hkw(size_t(wk) * eb),
-        rq(hq.size()), rk(hk.size()), lq(hq.size()), lk(hk.size());
+        rq(size_t(nq) * ob), rk(size_t(nk) * ob), lq(rq.size()), lk(rk.size());
     run.dev.download(hqw.data(), base + l.qw, hqw.size());
     run.dev.download(hkw.data(), base + l.kw, hkw.size());
     for (int64_t r : sample) {
@@ -111,7 +122,8 @@ struct QkBench {
       run.dev.download(hq.data(), base + l.q + size_t(r) * hq.size(), hq.size());
       run.dev.download(hk.data(), base + l.k + size_t(r) * hk.size(), hk.size());
       memcpy(hs, stats_before.data() + r * 8, 8);  // apply's input (split: the reference recomputes it)
-      QkTensors h(DLDevice{kDLCPU, 0}, t, 1, nq, nk, wq, wk);
+      QkTensors h(DLDevice{kDLCPU, 0}, t, 1, nq, nk, wq, wk, m.out);
+      h.scales.data = const_cast<float*>(kQkOutScales);
       h.q.data = hq.data();
       h.k.data = hk.data();
       h.qw.data = hqw.data();
@@ -123,8 +135,8 @@ struct QkBench {
       fusednorm_status rs;
       if (ref_mode.kind == QkKind::kStats) rs = reference::qk_rmsnorm_stats(&h.q, &h.k, &h.stats, &o);
       else if (ref_mode.kind == QkKind::kApply)
-        rs = reference::qk_rmsnorm_apply(&h.q, &h.k, &h.stats, &h.qw, &h.kw, &h.qo, &h.ko, nullptr, &o);
-      else rs = reference::qk_rmsnorm(&h.q, &h.k, &h.qw, &h.kw, &h.qo, &h.ko, nullptr, &o);
+        rs = reference::qk_rmsnorm_apply(&h.q, &h.k, &h.stats, &h.qw, &h.kw, &h.qo, &h.ko, m.out_scales(h), &o);
+      else rs = reference::qk_rmsnorm(&h.q, &h.k, &h.qw, &h.kw, &h.qo, &h.ko, m.out_scales(h), &o);
       if (rs != FUSEDNORM_SUCCESS) {
         res.ok = false;
         res.error = std::string("reference: ") + fusednorm_last_error();
@@ -153,7 +165,8 @@ struct QkBench {
     l.st = l.ko + round64(size_t(rows * nk) * eb);
     l.qw = l.st + round64(size_t(rows) * 8);
     l.kw = l.qw + round64(size_t(nq) * eb);
-    l.set = l.kw + round64(size_t(nk) * eb);
+    l.sc = l.kw + round64(size_t(nk) * eb);
+    l.set = l.sc + round64(sizeof kQkOutScales);
     const size_t sets = std::min<size_t>(
         {65536, std::max<size_t>(1, (run.rotate_bytes + l.set - 1) / l.set), size_t(run.o.budget_gib * kGiB / double(l.set))});
     const int n_modes = int(sizeof kQkModes / sizeof kQkModes[0]);
@@ -178,6 +191,7 @@ struct QkBench {
     fill_random(run.dev, base + l.k, sets, l.set, rows, nk, t, run.x_pool, 12);
     fill_random(run.dev, base + l.qw, sets, l.set, 1, nq, t, run.w_pool, 13);
     fill_random(run.dev, base + l.kw, sets, l.set, 1, nk, t, run.w_pool, 14);
+    for (size_t s = 0; s < sets; ++s) run.dev.upload(base + s * l.set + l.sc, kQkOutScales, sizeof kQkOutScales);
     fusednorm_qk_rmsnorm_options o;
     fusednorm_qk_rmsnorm_options_init(&o);
     o.q_global_width = nq;
@@ -219,7 +233,7 @@ struct QkBench {
   void time_case(const QkMode& m, char* base, const Layout& l, size_t sets, int64_t rows, int64_t nq, int64_t nk,
                  DType t, const fusednorm_qk_rmsnorm_options& o, Run::Result* res) {
     const int64_t wq = m.head_dim ? m.head_dim : nq, wk = m.head_dim ? m.head_dim : nk;
-    QkTensors x(run.dev.dl_device(), t, rows, nq, nk, wq, wk);
+    QkTensors x(run.dev.dl_device(), t, rows, nq, nk, wq, wk, m.out);
     size_t next = 0;
     fusednorm_status bad = FUSEDNORM_SUCCESS;
     auto one = [&] {
@@ -243,11 +257,12 @@ struct QkBench {
       res->error = std::string(fusednorm_status_string(bad)) + " in the timed calls: " + fusednorm_last_error();
     }
     // The operation's bytes: q and k read (stats: and 8 bytes a row written), weights and the
-    // statistics read (apply), outputs written. stats+apply counts the fused form's bytes.
-    const double weights = double(wq + wk) * eb;
+    // statistics read (apply), outputs written (FP8: a byte each). stats+apply counts the fused
+    // form's bytes.
+    const double weights = double(wq + wk) * eb, ob = m.out == DType::kInvalid ? eb : 1;
     if (m.kind == QkKind::kStats) res->bytes = elems * eb + double(rows) * 8;
-    else if (m.kind == QkKind::kApply && !m.split) res->bytes = 2 * elems * eb + weights + double(rows) * 8;
-    else res->bytes = 2 * elems * eb + weights;
+    else if (m.kind == QkKind::kApply && !m.split) res->bytes = elems * (eb + ob) + weights + double(rows) * 8;
+    else res->bytes = elems * (eb + ob) + weights;
   }
 
   void print(const QkMode& m, int64_t rows, int64_t nq, int64_t nk, DType t, size_t sets, const Run::Result& r) {
@@ -257,6 +272,7 @@ struct QkBench {
     if (run.o.json) {
       JsonLine j;
       j.str("op", "qk_rmsnorm").str("mode", m.name).str("device", run.dev.label()).str("in_dtype", dtype_name(t))
+          .str("out_dtype", dtype_name(m.out == DType::kInvalid ? t : m.out))
           .integer("rows", rows).integer("nq", nq).integer("nk", nk).integer("head_dim", m.head_dim)
           .str("status", r.ok ? "ok" : "error");
       if (!r.ok) j.str("error", r.error);
@@ -270,7 +286,8 @@ struct QkBench {
       printf("%-13s %-14s %-5s %-11s %6" PRId64 " %6s  ERROR: %s\n", "qk_rmsnorm", m.name, dtype_name(t), "-", rows,
              cols.c_str(), r.error.c_str());
     } else {
-      printf("%-13s %-14s %-5s %-11s %6" PRId64 " %6s %5zu %6d", "qk_rmsnorm", m.name, dtype_name(t), dtype_name(t),
+      printf("%-13s %-14s %-5s %-11s %6" PRId64 " %6s %5zu %6d", "qk_rmsnorm", m.name, dtype_name(t),
+             dtype_name(m.out == DType::kInvalid ? t : m.out),
              rows, cols.c_str(), sets, r.timing.samples);
       if (!run.dev.is_host()) printf(" %-6s", r.method);
       printf(" %11.2f %8.2f %6.1f %10lld\n", us, gbps, pct, r.mismatches);
