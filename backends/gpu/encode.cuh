@@ -62,18 +62,32 @@ struct SoftFormat<DType::kI8> {
 // the codes unchanged, so fnuz(x) = fn(2x) wherever both are ordinary values: 2x is exact in f32
 // (|x| < 2^127; above, 2x is Inf and saturates like the next case), and RNE on the fn grid of 2x
 // is RNE on the fnuz grid of x, subnormals included (fn's 2^-9 quantum is fnuz's 2^-10 doubled).
-// Three places differ, and a select or two fixes each:
-// - saturation: fnuz has a code above fn's largest, 0x7F = 240 (fn's NaN slot); |x| > 232 (the
-//   midpoint of 224 and 240; 232 itself ties to the even 0x7E) gives 0x7F with the sign;
+// Three places differ; two integer fixes on the packed codes mend them:
 // - zero: fn writes -0 (0x80) for negative inputs that round to zero; fnuz has no -0 (0x80 is
-//   its NaN) and writes 0;
-// - NaN: fn writes 0x7F (the low seven bits set: no finite input gives that) and fnuz 0x80.
-// verify_encoders (plugin.cuh) proves encode2/encode4 equal to the shared math over all 2^32
+//   its NaN) and writes 0. No other input makes fn write 0x80, so bytes equal to 0x80 become 0
+//   (fnuz_clear_neg_zero, first);
+// - saturation: fnuz has a code above fn's largest, 0x7F = 240 (fn's NaN slot), and every
+//   |x| > 232 (above the midpoint of 224 and 240; 232 itself ties to the even 0x7E) encodes to
+//   it; fn writes 0x7E (448) there, one below: add 1 to the byte;
+// - NaN: fn writes 0x7F, fnuz wants 0x80: add 1 to the byte, too.
+// So: + 1 where !(|x| <= 232), an unordered comparison that is true for NaN and |x| > 232; the
+// byte never carries (0x7E, 0xFE and 0x7F are the only bytes incremented).
+// verify_encoders (plugin.cuh) proves encode2 and encode4 equal to the shared math over all 2^32
 // inputs on the device at hand (tests/gpu runs it).
 template <DType kOut>
 __device__ __forceinline__ uint32_t soft_encode2(float a, float b) {
   return SoftFormat<kOut>::encode(a) | (SoftFormat<kOut>::encode(b) << 8);
 }
+
+// Bytes equal to 0x80 cleared in w, the others kept: z = w ^ 0x80.. has a zero byte exactly there,
+// and ((z & 0x7F..) + 0x7F..) | z has its top bit clear only in zero bytes (no carry leaves a byte).
+__device__ __forceinline__ uint32_t fnuz_clear_neg_zero(uint32_t w) {
+  const uint32_t z = w ^ 0x80808080u;
+  const uint32_t zero_bytes = ~(((z & 0x7F7F7F7Fu) + 0x7F7F7F7Fu) | z) & 0x80808080u;
+  return w ^ zero_bytes;
+}
+// 1 where the fnuz code is one above the fn code of 2x (see above).
+__device__ __forceinline__ uint32_t fnuz_bump(float x) { return fabsf(x) <= 232.0f ? 0u : 1u; }
 
 // Two codes, `a` in the low byte.
 template <DType kOut>
@@ -86,16 +100,9 @@ __device__ __forceinline__ uint32_t encode2(float a, float b) {
     return w;
   }
   if (kOut == DType::k_f8e4m3fnuz) {
-    uint16_t h;
-    FN_CVT_E4M3X2(h, math::mul_rn(a, 2.0f), math::mul_rn(b, 2.0f));
-    uint32_t w = h;
-    const uint32_t lo = w & 0xFFu, hi = w >> 8;
-    // NaN (low seven bits set) to 0x80, -0 to 0, then the top code for |x| > 232.
-    uint32_t c0 = (lo & 0x7Fu) == 0x7Fu ? 0x80u : (lo == 0x80u ? 0u : lo);
-    uint32_t c1 = (hi & 0x7Fu) == 0x7Fu ? 0x80u : (hi == 0x80u ? 0u : hi);
-    c0 = fabsf(a) > 232.0f ? (lo & 0x80u) | 0x7Fu : c0;
-    c1 = fabsf(b) > 232.0f ? (hi & 0x80u) | 0x7Fu : c1;
-    return c0 | (c1 << 8);
+    uint16_t w;
+    FN_CVT_E4M3X2(w, math::mul_rn(a, 2.0f), math::mul_rn(b, 2.0f));
+    return fnuz_clear_neg_zero(w) + (fnuz_bump(a) | (fnuz_bump(b) << 8));
   }
 #endif
 #if FN_CUDA_ARCH > 0  // CUDA device code: PTX available
@@ -113,9 +120,18 @@ __device__ __forceinline__ uint32_t encode1(float v) {
   return encode2<kOut>(v, 0.0f) & 0xFFu;
 }
 
-// Four codes, element i in byte i.
+// Four codes, element i in byte i (fnuz: the fixes once for the word).
 template <DType kOut>
 __device__ __forceinline__ uint32_t encode4(const float v[4]) {
+#if FN_CUDA_ARCH >= 890
+  if (kOut == DType::k_f8e4m3fnuz) {
+    uint16_t lo, hi;
+    FN_CVT_E4M3X2(lo, math::mul_rn(v[0], 2.0f), math::mul_rn(v[1], 2.0f));
+    FN_CVT_E4M3X2(hi, math::mul_rn(v[2], 2.0f), math::mul_rn(v[3], 2.0f));
+    const uint32_t bump = fnuz_bump(v[0]) | (fnuz_bump(v[1]) << 8) | (fnuz_bump(v[2]) << 16) | (fnuz_bump(v[3]) << 24);
+    return fnuz_clear_neg_zero(uint32_t(lo) | (uint32_t(hi) << 16)) + bump;
+  }
+#endif
   return encode2<kOut>(v[0], v[1]) | (encode2<kOut>(v[2], v[3]) << 16);
 }
 
