@@ -75,7 +75,11 @@ def _opt_format(dtype):
 
 
 def _torch_compiling(x):
-    return adapter(x).name == "torch" and sys.modules["torch"].compiler.is_compiling()
+    # No adapter here: the first adapter of a framework is made on first use (TorchAdapter probes
+    # PyTorch's DLPack export and imports fusednorm.torch), which torch.compile cannot trace when
+    # the first call of the process is inside a compiled function.
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor) and torch.compiler.is_compiling()
 
 
 def _cached_options(make):

@@ -2,7 +2,9 @@
 by torch.library.opcheck), torch.compile(fullgraph=True), and the example."""
 
 import os
+import subprocess
 import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -140,3 +142,47 @@ def test_raw_codes_under_torch_compile():
     compiled = torch.compile(decode, fullgraph=True, backend="aot_eager")(codes_u8)
     assert np.array_equal(codes(eager), codes(compiled))
     assert eager[0, 0] == 0 and eager[0, 0x38] == 1.0
+
+
+# The first fusednorm call of a process inside a compiled function, before any eager call: the
+# package sets up its PyTorch side on first use, which must not happen inside the traced code.
+# Each case runs in a fresh interpreter (the set-up happens once a process).
+FIRST_CALL = {
+    "rmsnorm_quant": ("inductor", "fusednorm.rmsnorm_quant(x, w, scale_mode='group', group_size=64)"),
+    "cast": ("aot_eager", "(fusednorm.cast(x, 'float8_e5m2'),)"),
+    "rmsnorm_fp4": ("aot_eager", "fusednorm.rmsnorm_fp4(x, w, format='mxfp4')"),
+    "qk_rmsnorm": ("aot_eager", "fusednorm.qk_rmsnorm(x, x[:, :128], w[:64], w[:64], head_dim=64)"),
+    "qk_rmsnorm_stats": ("aot_eager", "(fusednorm.qk_rmsnorm_stats(x, x[:, :128]),)"),
+    "mla_rope_rmsnorm_quant": ("aot_eager", "(fusednorm.mla_rope_rmsnorm_quant(x[:4, :64].reshape(4, 8, 8), "
+                                            "x[4:, :72], w[:64], w[64:128].reshape(8, 8), pages, cache, "
+                                            "row_offsets=offsets, positions=positions), cache.clone())"),
+}
+
+FIRST_CALL_SCRIPT = """
+import sys, torch, fusednorm
+assert "fusednorm.torch" not in sys.modules
+g = torch.Generator().manual_seed(0)
+x = torch.randn(8, 256, generator=g).to(torch.bfloat16)
+w = (torch.rand(256, generator=g) + 0.5).to(torch.bfloat16)
+pages, offsets = torch.tensor([[0, 1]], dtype=torch.int32), torch.tensor([0, 4], dtype=torch.int32)
+positions, cache = torch.arange(4, dtype=torch.int32), torch.zeros(2, 2, 72, dtype=torch.bfloat16)
+
+def f(x, w):
+    return {call}
+
+got = torch.compile(f, fullgraph=True, backend={backend!r})(x, w)
+want = f(x, w)
+assert len(got) == len(want)
+for a, b in zip(got, want):
+    assert a.dtype == b.dtype and a.shape == b.shape and a.stride() == b.stride(), (a, b)
+    assert torch.equal(a.view(torch.uint8), b.view(torch.uint8)), (a, b)
+"""
+
+
+@pytest.mark.parametrize("op", sorted(FIRST_CALL))
+def test_first_call_of_a_process_compiled(op, tmp_path):
+    backend, call = FIRST_CALL[op]
+    script = FIRST_CALL_SCRIPT.format(call=call, backend=backend)
+    r = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-6000:]
+
