@@ -33,8 +33,8 @@ Importing this module registers (the package imports it on the first call with a
                                                            mutates q_out, kv_cache, invalid_tokens
   torch.ops.fusednorm.mla_rope_rmsnorm_quant_(q, kv, ...) -> ()  mutates q, kv_cache, invalid_tokens
 Element types are names (str: "float8_e4m3fn", ...; float8_e4m3 has no torch dtype and travels as
-uint8; FP4 codes are float4_e2m1fn_x2 [..., H/2], or uint8 as out=; the fp4 ops take and return
-MXFP4 scales as uint8 codes, see _scales_in). The functions cast(),
+uint8; FP4 codes are float4_e2m1fn_x2 [..., H/2], or uint8 as out=; float8_e8m0fnu tensors cross
+the mutating ops as uint8 codes, see _codes_in). The functions cast(),
 rmsnorm_quant(), rmsnorm_fp4() and dequantize_fp4() below take the package's keyword arguments and
 call these ops; the package's functions of the same names call them too while torch.compile traces.
 The ops run on PyTorch's current stream of the tensors' device.
@@ -55,6 +55,33 @@ _NO_SCALES = (0,)  # the second output where no scales are written (static scale
 
 def _name(dtype):
     return None if dtype is None else format_of(dtype).name
+
+
+# float8_e8m0fnu tensors cross the boundary of the mutating ops as uint8 codes: PyTorch's inductor
+# (2.15) cannot decompose a mutating custom op (auto_functionalized_v2) that has a float8_e8m0fnu
+# tensor among its arguments or outputs ("auto_functionalized_v2 was not removed"). The op is told
+# the format by name (rmsnorm_quant's scale_dtype, cast_out's src_dtype and dst_dtype; the fp4 ops
+# by format=), and the wrappers below view what it returns back as float8_e8m0fnu.
+_E8M0 = "float8_e8m0fnu"
+
+
+def _codes_in(t: Optional[Tensor], name: Optional[str]) -> Tuple[Optional[Tensor], Optional[str]]:
+    """(t, name) as an op takes them: an e8m0 tensor as its uint8 codes, named. A tensor of another
+    format than `name` passes unchanged, for the package to report."""
+    if t is not None and t.dtype == torch.float8_e8m0fnu and name in (None, _E8M0):
+        return t.view(torch.uint8), _E8M0
+    return t, name
+
+
+def _codes_out(t: Tensor, name: Optional[str]) -> Tensor:
+    """An op's output as the wrappers return it: e8m0 codes viewed as float8_e8m0fnu."""
+    return t.view(torch.float8_e8m0fnu) if name == _E8M0 else t
+
+
+def _empty(like: Tensor, shape, f, column_major: bool = False) -> Tensor:
+    """A new output of format f for a mutating op (and its fake): e8m0 as uint8 codes."""
+    t = _T.empty(like, shape, f, column_major)
+    return t.view(torch.uint8) if f.name == _E8M0 else t
 
 
 # ------------------------------------------------------------------------------ cast
@@ -92,7 +119,9 @@ def cast(src: Tensor, dtype=None, *, out: Optional[Tensor] = None, src_dtype=Non
     """fusednorm.cast through torch.ops.fusednorm (traceable by torch.compile)."""
     if out is None:
         return torch.ops.fusednorm.cast(src, _name(dtype), _name(src_dtype), e8m0_rounding)
-    torch.ops.fusednorm.cast_out(src, out, _name(src_dtype), _name(dtype), e8m0_rounding)
+    s, sname = _codes_in(src, _name(src_dtype))
+    d, dname = _codes_in(out, _name(dtype))
+    torch.ops.fusednorm.cast_out(s, d, sname, dname, e8m0_rounding)
     return out
 
 
@@ -103,8 +132,8 @@ def _rmsnorm_quant_alloc(x: Tensor, dtype: str, scale_mode: str, group_size: Opt
                          scales_column_major: bool, packed_scales: bool) -> Tuple[Tensor, Tensor]:
     qshape, sshape = _ops.rmsnorm_quant_shapes(_T.logical_shape(x, None), scale_mode, group_size, packed_scales)
     q = _T.empty(x, qshape, format_of(dtype))
-    s = _T.empty(x, sshape if sshape is not None else _NO_SCALES, format_of(scale_dtype),
-                 scales_column_major and sshape is not None)
+    s = _empty(x, sshape if sshape is not None else _NO_SCALES, format_of(scale_dtype),
+               scales_column_major and sshape is not None)
     return q, s
 
 
@@ -158,17 +187,17 @@ def rmsnorm_quant(x: Tensor, weight: Optional[Tensor] = None, *, dtype=None, sca
         if not isinstance(scale, Tensor):
             scale = torch.full((1,), float(scale), dtype=torch.float32, device=x.device)
     if out is None:
+        sname = _name(scale_dtype or "float32")
         q, s = torch.ops.fusednorm.rmsnorm_quant(
             x, weight, residual, scale if static else None, _name(dtype or "float8_e4m3fn"), scale_mode, group_size,
-            _name(scale_dtype or "float32"), scales_column_major, packed_scales, norm, eps, weight_offset, scale_ub,
-            min_scale, qmax)
-        return q, (scale if static else None if packed_scales else s)
+            sname, scales_column_major, packed_scales, norm, eps, weight_offset, scale_ub, min_scale, qmax)
+        return q, (scale if static else None if packed_scales else _codes_out(s, sname))
     q, s = (out[0], out[1]) if isinstance(out, (tuple, list)) else (out, None)
     if static:
         s = scale
-    torch.ops.fusednorm.rmsnorm_quant_out(x, weight, residual, q, s, _name(dtype), _name(scale_dtype), scale_mode,
-                                          group_size, packed_scales, norm, eps, weight_offset, scale_ub, min_scale,
-                                          qmax)
+    codes, sname = _codes_in(s, _name(scale_dtype))
+    torch.ops.fusednorm.rmsnorm_quant_out(x, weight, residual, q, codes, _name(dtype), sname, scale_mode, group_size,
+                                          packed_scales, norm, eps, weight_offset, scale_ub, min_scale, qmax)
     return q, s
 
 
@@ -183,25 +212,19 @@ def _global_scale(global_scale, x: Tensor) -> Optional[Tensor]:
     return torch.full((1,), float(global_scale), dtype=torch.float32, device=x.device)
 
 
-# MXFP4 scales cross the op boundary as uint8 codes, viewed as float8_e8m0fnu by the wrappers
-# below: PyTorch's inductor (2.15) cannot decompose a mutating custom op (auto_functionalized_v2)
-# that has a float8_e8m0fnu tensor among its arguments or outputs ("auto_functionalized_v2 was
-# not removed"). NVFP4's float8_e4m3fn scales pass as they are.
-def _scales_in(s: Optional[Tensor]) -> Optional[Tensor]:
-    return s.view(torch.uint8) if s is not None and s.dtype == torch.float8_e8m0fnu else s
+# MXFP4's float8_e8m0fnu scales cross the ops as uint8 codes (_codes_in); NVFP4's float8_e4m3fn
+# scales pass as they are.
+def _scales_in(s: Optional[Tensor], format: str) -> Optional[Tensor]:
+    return _codes_in(s, _ops._fp4_scale_fmt(format).name)[0]
 
 
 def _scales_out(s: Tensor, format: str) -> Tensor:
-    return s.view(torch.float8_e8m0fnu) if format == "mxfp4" else s
+    return _codes_out(s, _ops._fp4_scale_fmt(format).name)
 
 
 def _rmsnorm_fp4_alloc(x: Tensor, format: str, scale_layout: str) -> Tuple[Tensor, Tensor]:
     qshape, sshape = _ops.rmsnorm_fp4_shapes(_T.logical_shape(x, None), format, scale_layout)
-    if format == "mxfp4":
-        s = torch.empty(sshape, dtype=torch.uint8, device=x.device)
-    else:
-        s = _T.empty(x, sshape, _ops._fp4_scale_fmt(format))
-    return _T.empty(x, qshape, _F4), s
+    return _T.empty(x, qshape, _F4), _empty(x, sshape, _ops._fp4_scale_fmt(format))
 
 
 @torch.library.custom_op("fusednorm::rmsnorm_fp4", mutates_args=("residual",))
@@ -242,8 +265,8 @@ def rmsnorm_fp4(x: Tensor, weight: Optional[Tensor] = None, *, format="nvfp4", s
                                                weight_offset)
         return q, _scales_out(s, format)
     q, s = out
-    torch.ops.fusednorm.rmsnorm_fp4_out(x, weight, residual, gs, q, _scales_in(s), format, scale_layout, norm, eps,
-                                        weight_offset)
+    torch.ops.fusednorm.rmsnorm_fp4_out(x, weight, residual, gs, q, _scales_in(s, format), format, scale_layout, norm,
+                                        eps, weight_offset)
     return q, s
 
 
@@ -282,9 +305,10 @@ def dequantize_fp4(codes: Tensor, scales: Tensor, *, global_scale=None, format="
     """fusednorm.dequantize_fp4 through torch.ops.fusednorm (traceable by torch.compile)."""
     gs = _global_scale(global_scale, codes)
     if out is None:
-        return torch.ops.fusednorm.dequantize_fp4(codes, _scales_in(scales), gs, format, scale_layout,
+        return torch.ops.fusednorm.dequantize_fp4(codes, _scales_in(scales, format), gs, format, scale_layout,
                                                   _name(dtype or "float32"))
-    torch.ops.fusednorm.dequantize_fp4_out(codes, _scales_in(scales), gs, out, format, scale_layout, _name(dtype))
+    torch.ops.fusednorm.dequantize_fp4_out(codes, _scales_in(scales, format), gs, out, format, scale_layout,
+                                           _name(dtype))
     return out
 
 

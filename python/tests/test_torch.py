@@ -186,3 +186,42 @@ def test_first_call_of_a_process_compiled(op, tmp_path):
     r = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-6000:]
 
+
+@pytest.mark.parametrize("form", ["functional", "out"])
+def test_e8m0_scales_under_inductor(form):
+    """rmsnorm_quant with float8_e8m0fnu scales compiled by inductor (a mutating custom op with an
+    e8m0 tensor is one inductor cannot decompose: the op takes and returns uint8 codes)."""
+    torch._dynamo.reset()
+    x, w = data()
+
+    def f(x, w, res):
+        if form == "functional":
+            return fusednorm.rmsnorm_quant(x, w, scale_mode="group", group_size=32, scale_dtype="float8_e8m0fnu",
+                                           scales_column_major=True, residual=res)
+        out = (torch.empty(x.shape, dtype=torch.float8_e4m3fn),
+               torch.empty(x.shape[0], H // 32, dtype=torch.float8_e8m0fnu))
+        return fusednorm.rmsnorm_quant(x, w, scale_mode="group", group_size=32, residual=res, out=out)
+    r_eager, r_comp = data(seed=4)[0], data(seed=4)[0]
+    want = f(x, w, r_eager)
+    got = torch.compile(f, fullgraph=True)(x, w, r_comp)
+    for g, e in zip(got, want):
+        assert g.dtype == e.dtype and g.shape == e.shape and g.stride() == e.stride()
+        assert np.array_equal(codes(g), codes(e))
+    assert got[1].dtype == torch.float8_e8m0fnu
+    assert np.array_equal(codes(r_comp), codes(r_eager))
+
+
+@pytest.mark.parametrize("side", ["src", "dst"])
+def test_cast_out_of_e8m0_under_inductor(side):
+    """cast with out= where src or dst is float8_e8m0fnu, compiled by inductor (cast_out mutates dst)."""
+    torch._dynamo.reset()
+    x = data(dtype="float32")[0].abs() + 0.25
+    e = fusednorm.cast(x, "float8_e8m0fnu")
+
+    def f(x, e):
+        if side == "dst":
+            return fusednorm.cast(x, out=torch.empty(x.shape, dtype=torch.float8_e8m0fnu), e8m0_rounding="up")
+        return fusednorm.cast(e, out=torch.empty(e.shape))
+    want = f(x, e)
+    got = torch.compile(f, fullgraph=True)(x, e)
+    assert got.dtype == want.dtype and np.array_equal(codes(got), codes(want))
