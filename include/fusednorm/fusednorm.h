@@ -395,16 +395,18 @@ FUSEDNORM_API fusednorm_status fusednorm_qk_rmsnorm_stats(const DLTensor* q, con
  *       inv = 1 / sqrt(var + eps), var = stats[m, j] / N_global (SUMS) or stats[m, j] (MEAN_SQUARES)
  *       out = rn_out((f32(x) * inv) * (f32(w) + weight_offset))      (exactly this grouping)
  *
- * @param q, k         as for fusednorm_qk_rmsnorm_stats; in
+ * @param q            as for fusednorm_qk_rmsnorm_stats; in
+ * @param k            as for fusednorm_qk_rmsnorm_stats; in
  * @param stats        [..., 2] f32, q's leading dimensions; in
  * @param q_weight     [Nq] (this rank's slice of the weights), f32, f16 or bf16; in
  * @param k_weight     [Nk], f32, f16 or bf16; in
- * @param q_out, k_out q's and k's shapes; out. Their dtype is q's (then q_out may be q itself, in
- *                     place: the same data, byte_offset, shape and strides; likewise k_out and k;
- *                     no other overlap), or, for FP8 attention, f8e4m3fn or f8e4m3fnuz (both
- *                     outputs the same): codes = enc(y * (1 / s)), y the f32 result above (no
- *                     rounding to the input dtype first), s the static dequantization scale
- *                     (y ~ dec(code) * s)
+ * @param q_out        q's shape; out. Its dtype is q's (then q_out may be q itself, in place: the
+ *                     same data, byte_offset, shape and strides; no other overlap), or, for FP8
+ *                     attention, f8e4m3fn or f8e4m3fnuz: codes = enc(y * (1 / s)), y the f32 result
+ *                     above (no rounding to the input dtype first), s the static dequantization
+ *                     scale (y ~ dec(code) * s)
+ * @param k_out        k's shape; out; q_out's dtype (both outputs the same); may be k itself (in
+ *                     place) as q_out may be q
  * @param out_scales   NULL, or with FP8 outputs [2] f32 on the device: q's s, then k's; in (read
  *                     when the call runs: graph-capturable)
  * @param options      fusednorm_qk_rmsnorm_options (NULL: the defaults, which a SUMS apply
