@@ -20,12 +20,14 @@ docs/numerics.md; this package: docs/python.md.
 from ._errors import (BackendUnavailableError, DeviceError, Error, InternalError, InvalidArgumentError,
                       UnsupportedError)
 from ._formats import FORMATS, Format, format_of
-from ._ops import (backends, cast, cast_into, cast_shapes, cpu_target, dequantize_fp4, dequantize_fp4_into,
-                   dequantize_fp4_shapes, fp4_swizzled_size, mla_rope_rmsnorm_quant, mla_rope_rmsnorm_quant_into,
-                   mla_rope_rmsnorm_quant_shapes, qk_rmsnorm, qk_rmsnorm_apply, qk_rmsnorm_apply_into,
-                   qk_rmsnorm_into, qk_rmsnorm_shapes, qk_rmsnorm_stats, qk_rmsnorm_stats_into,
-                   qk_rmsnorm_stats_shapes, rmsnorm_fp4, rmsnorm_fp4_into, rmsnorm_fp4_shapes, rmsnorm_quant,
-                   rmsnorm_quant_into, rmsnorm_quant_shapes, version)
+from ._ops_cast import cast, cast_into, cast_shapes
+from ._ops_fp4 import (dequantize_fp4, dequantize_fp4_into, dequantize_fp4_shapes, fp4_swizzled_size, rmsnorm_fp4,
+                       rmsnorm_fp4_into, rmsnorm_fp4_shapes)
+from ._ops_mla import mla_rope_rmsnorm_quant, mla_rope_rmsnorm_quant_into, mla_rope_rmsnorm_quant_shapes
+from ._ops_qk import (qk_rmsnorm, qk_rmsnorm_apply, qk_rmsnorm_apply_into, qk_rmsnorm_into, qk_rmsnorm_shapes,
+                      qk_rmsnorm_stats, qk_rmsnorm_stats_into, qk_rmsnorm_stats_shapes)
+from ._ops_quant import rmsnorm_quant, rmsnorm_quant_into, rmsnorm_quant_shapes
+from ._queries import backends, cpu_target, version
 
 __version__ = version()
 

@@ -33,8 +33,8 @@ Importing this module registers (the package imports it on the first call with a
                                                            mutates q_out, kv_cache, invalid_tokens
   torch.ops.fusednorm.mla_rope_rmsnorm_quant_(q, kv, ...) -> ()  mutates q, kv_cache, invalid_tokens
 Element types are names (str: "float8_e4m3fn", ...; float8_e4m3 has no torch dtype and travels as
-uint8; FP4 codes are float4_e2m1fn_x2 [..., H/2], or uint8 as out=; the fp4 ops take and return
-MXFP4 scales as uint8 codes, see _scales_in). The functions cast(),
+uint8; FP4 codes are float4_e2m1fn_x2 [..., H/2], or uint8 as out=; float8_e8m0fnu tensors cross
+the mutating ops as uint8 codes, see _codes_in). The functions cast(),
 rmsnorm_quant(), rmsnorm_fp4() and dequantize_fp4() below take the package's keyword arguments and
 call these ops; the package's functions of the same names call them too while torch.compile traces.
 The ops run on PyTorch's current stream of the tensors' device.
@@ -45,7 +45,7 @@ from typing import List, Optional, Tuple
 import torch
 from torch import Tensor
 
-from . import _ops
+from . import _ops_cast, _ops_fp4, _ops_mla, _ops_qk, _ops_quant
 from ._formats import format_of
 from ._frameworks import TorchAdapter
 
@@ -57,18 +57,45 @@ def _name(dtype):
     return None if dtype is None else format_of(dtype).name
 
 
+# float8_e8m0fnu tensors cross the boundary of the mutating ops as uint8 codes: PyTorch's inductor
+# (2.15) cannot decompose a mutating custom op (auto_functionalized_v2) that has a float8_e8m0fnu
+# tensor among its arguments or outputs ("auto_functionalized_v2 was not removed"). The op is told
+# the format by name (rmsnorm_quant's scale_dtype, cast_out's src_dtype and dst_dtype; the fp4 ops
+# by format=), and the wrappers below view what it returns back as float8_e8m0fnu.
+_E8M0 = "float8_e8m0fnu"
+
+
+def _codes_in(t: Optional[Tensor], name: Optional[str]) -> Tuple[Optional[Tensor], Optional[str]]:
+    """(t, name) as an op takes them: an e8m0 tensor as its uint8 codes, named. A tensor of another
+    format than `name` passes unchanged, for the package to report."""
+    if t is not None and t.dtype == torch.float8_e8m0fnu and name in (None, _E8M0):
+        return t.view(torch.uint8), _E8M0
+    return t, name
+
+
+def _codes_out(t: Tensor, name: Optional[str]) -> Tensor:
+    """An op's output as the wrappers return it: e8m0 codes viewed as float8_e8m0fnu."""
+    return t.view(torch.float8_e8m0fnu) if name == _E8M0 else t
+
+
+def _empty(like: Tensor, shape, f, column_major: bool = False) -> Tensor:
+    """A new output of format f for a mutating op (and its fake): e8m0 as uint8 codes."""
+    t = _T.empty(like, shape, f, column_major)
+    return t.view(torch.uint8) if f.name == _E8M0 else t
+
+
 # ------------------------------------------------------------------------------ cast
 
 
 def _cast_alloc(src: Tensor, dtype: str, src_dtype: Optional[str]) -> Tensor:
     sfmt = format_of(src_dtype) if src_dtype is not None else _T.format(src)
-    return _T.empty(src, _ops.cast_shapes(_T.logical_shape(src, sfmt)), format_of(dtype))
+    return _T.empty(src, _ops_cast.cast_shapes(_T.logical_shape(src, sfmt)), format_of(dtype))
 
 
 @torch.library.custom_op("fusednorm::cast", mutates_args=())
 def _cast_op(src: Tensor, dtype: str, src_dtype: Optional[str], e8m0_rounding: Optional[str]) -> Tensor:
     out = _cast_alloc(src, dtype, src_dtype)
-    _ops.cast_into(src, out, src_dtype, dtype, e8m0_rounding)
+    _ops_cast.cast_into(src, out, src_dtype, dtype, e8m0_rounding)
     return out
 
 
@@ -80,7 +107,7 @@ def _(src, dtype, src_dtype, e8m0_rounding):
 @torch.library.custom_op("fusednorm::cast_out", mutates_args=("dst",))
 def _cast_out_op(src: Tensor, dst: Tensor, src_dtype: Optional[str], dst_dtype: Optional[str],
                  e8m0_rounding: Optional[str]) -> None:
-    _ops.cast_into(src, dst, src_dtype, dst_dtype, e8m0_rounding)
+    _ops_cast.cast_into(src, dst, src_dtype, dst_dtype, e8m0_rounding)
 
 
 @_cast_out_op.register_fake
@@ -92,7 +119,9 @@ def cast(src: Tensor, dtype=None, *, out: Optional[Tensor] = None, src_dtype=Non
     """fusednorm.cast through torch.ops.fusednorm (traceable by torch.compile)."""
     if out is None:
         return torch.ops.fusednorm.cast(src, _name(dtype), _name(src_dtype), e8m0_rounding)
-    torch.ops.fusednorm.cast_out(src, out, _name(src_dtype), _name(dtype), e8m0_rounding)
+    s, sname = _codes_in(src, _name(src_dtype))
+    d, dname = _codes_in(out, _name(dtype))
+    torch.ops.fusednorm.cast_out(s, d, sname, dname, e8m0_rounding)
     return out
 
 
@@ -101,10 +130,10 @@ def cast(src: Tensor, dtype=None, *, out: Optional[Tensor] = None, src_dtype=Non
 
 def _rmsnorm_quant_alloc(x: Tensor, dtype: str, scale_mode: str, group_size: Optional[int], scale_dtype: str,
                          scales_column_major: bool, packed_scales: bool) -> Tuple[Tensor, Tensor]:
-    qshape, sshape = _ops.rmsnorm_quant_shapes(_T.logical_shape(x, None), scale_mode, group_size, packed_scales)
+    qshape, sshape = _ops_quant.rmsnorm_quant_shapes(_T.logical_shape(x, None), scale_mode, group_size, packed_scales)
     q = _T.empty(x, qshape, format_of(dtype))
-    s = _T.empty(x, sshape if sshape is not None else _NO_SCALES, format_of(scale_dtype),
-                 scales_column_major and sshape is not None)
+    s = _empty(x, sshape if sshape is not None else _NO_SCALES, format_of(scale_dtype),
+               scales_column_major and sshape is not None)
     return q, s
 
 
@@ -116,10 +145,10 @@ def _rmsnorm_quant_op(x: Tensor, weight: Optional[Tensor], residual: Optional[Te
                       qmax: Optional[float]) -> Tuple[Tensor, Tensor]:
     q, s = _rmsnorm_quant_alloc(x, dtype, scale_mode, group_size, scale_dtype, scales_column_major, packed_scales)
     scales = scale if scale_mode == "static" else (None if packed_scales else s)
-    _ops.rmsnorm_quant_into(x, weight, q, scales,
-                            residual=residual, dtype=dtype, scale_dtype=None if scale_mode == "static" else scale_dtype,
-                            scale_mode=scale_mode, group_size=group_size, packed_scales=packed_scales, norm=norm,
-                            eps=eps, weight_offset=weight_offset, scale_ub=scale_ub, min_scale=min_scale, qmax=qmax)
+    _ops_quant.rmsnorm_quant_into(x, weight, q, scales, residual=residual, dtype=dtype,
+                                  scale_dtype=None if scale_mode == "static" else scale_dtype, scale_mode=scale_mode,
+                                  group_size=group_size, packed_scales=packed_scales, norm=norm, eps=eps,
+                                  weight_offset=weight_offset, scale_ub=scale_ub, min_scale=min_scale, qmax=qmax)
     return q, s
 
 
@@ -135,9 +164,10 @@ def _rmsnorm_quant_out_op(x: Tensor, weight: Optional[Tensor], residual: Optiona
                           scale_mode: str, group_size: Optional[int], packed_scales: bool, norm: str,
                           eps: Optional[float], weight_offset: Optional[float], scale_ub: Optional[float],
                           min_scale: Optional[float], qmax: Optional[float]) -> None:
-    _ops.rmsnorm_quant_into(x, weight, output, scales, residual=residual, dtype=dtype, scale_dtype=scale_dtype,
-                            scale_mode=scale_mode, group_size=group_size, packed_scales=packed_scales, norm=norm,
-                            eps=eps, weight_offset=weight_offset, scale_ub=scale_ub, min_scale=min_scale, qmax=qmax)
+    _ops_quant.rmsnorm_quant_into(x, weight, output, scales, residual=residual, dtype=dtype, scale_dtype=scale_dtype,
+                                  scale_mode=scale_mode, group_size=group_size, packed_scales=packed_scales, norm=norm,
+                                  eps=eps, weight_offset=weight_offset, scale_ub=scale_ub, min_scale=min_scale,
+                                  qmax=qmax)
 
 
 @_rmsnorm_quant_out_op.register_fake
@@ -158,17 +188,17 @@ def rmsnorm_quant(x: Tensor, weight: Optional[Tensor] = None, *, dtype=None, sca
         if not isinstance(scale, Tensor):
             scale = torch.full((1,), float(scale), dtype=torch.float32, device=x.device)
     if out is None:
+        sname = _name(scale_dtype or "float32")
         q, s = torch.ops.fusednorm.rmsnorm_quant(
             x, weight, residual, scale if static else None, _name(dtype or "float8_e4m3fn"), scale_mode, group_size,
-            _name(scale_dtype or "float32"), scales_column_major, packed_scales, norm, eps, weight_offset, scale_ub,
-            min_scale, qmax)
-        return q, (scale if static else None if packed_scales else s)
+            sname, scales_column_major, packed_scales, norm, eps, weight_offset, scale_ub, min_scale, qmax)
+        return q, (scale if static else None if packed_scales else _codes_out(s, sname))
     q, s = (out[0], out[1]) if isinstance(out, (tuple, list)) else (out, None)
     if static:
         s = scale
-    torch.ops.fusednorm.rmsnorm_quant_out(x, weight, residual, q, s, _name(dtype), _name(scale_dtype), scale_mode,
-                                          group_size, packed_scales, norm, eps, weight_offset, scale_ub, min_scale,
-                                          qmax)
+    codes, sname = _codes_in(s, _name(scale_dtype))
+    torch.ops.fusednorm.rmsnorm_quant_out(x, weight, residual, q, codes, _name(dtype), sname, scale_mode, group_size,
+                                          packed_scales, norm, eps, weight_offset, scale_ub, min_scale, qmax)
     return q, s
 
 
@@ -183,25 +213,19 @@ def _global_scale(global_scale, x: Tensor) -> Optional[Tensor]:
     return torch.full((1,), float(global_scale), dtype=torch.float32, device=x.device)
 
 
-# MXFP4 scales cross the op boundary as uint8 codes, viewed as float8_e8m0fnu by the wrappers
-# below: PyTorch's inductor (2.15) cannot decompose a mutating custom op (auto_functionalized_v2)
-# that has a float8_e8m0fnu tensor among its arguments or outputs ("auto_functionalized_v2 was
-# not removed"). NVFP4's float8_e4m3fn scales pass as they are.
-def _scales_in(s: Optional[Tensor]) -> Optional[Tensor]:
-    return s.view(torch.uint8) if s is not None and s.dtype == torch.float8_e8m0fnu else s
+# MXFP4's float8_e8m0fnu scales cross the ops as uint8 codes (_codes_in); NVFP4's float8_e4m3fn
+# scales pass as they are.
+def _scales_in(s: Optional[Tensor], format: str) -> Optional[Tensor]:
+    return _codes_in(s, _ops_fp4._fp4_scale_fmt(format).name)[0]
 
 
 def _scales_out(s: Tensor, format: str) -> Tensor:
-    return s.view(torch.float8_e8m0fnu) if format == "mxfp4" else s
+    return _codes_out(s, _ops_fp4._fp4_scale_fmt(format).name)
 
 
 def _rmsnorm_fp4_alloc(x: Tensor, format: str, scale_layout: str) -> Tuple[Tensor, Tensor]:
-    qshape, sshape = _ops.rmsnorm_fp4_shapes(_T.logical_shape(x, None), format, scale_layout)
-    if format == "mxfp4":
-        s = torch.empty(sshape, dtype=torch.uint8, device=x.device)
-    else:
-        s = _T.empty(x, sshape, _ops._fp4_scale_fmt(format))
-    return _T.empty(x, qshape, _F4), s
+    qshape, sshape = _ops_fp4.rmsnorm_fp4_shapes(_T.logical_shape(x, None), format, scale_layout)
+    return _T.empty(x, qshape, _F4), _empty(x, sshape, _ops_fp4._fp4_scale_fmt(format))
 
 
 @torch.library.custom_op("fusednorm::rmsnorm_fp4", mutates_args=("residual",))
@@ -209,8 +233,8 @@ def _rmsnorm_fp4_op(x: Tensor, weight: Optional[Tensor], residual: Optional[Tens
                     format: str, scale_layout: str, norm: str, eps: Optional[float],
                     weight_offset: Optional[float]) -> Tuple[Tensor, Tensor]:
     q, s = _rmsnorm_fp4_alloc(x, format, scale_layout)
-    _ops.rmsnorm_fp4_into(x, weight, q, s, global_scale=global_scale, residual=residual, format=format,
-                          scale_layout=scale_layout, norm=norm, eps=eps, weight_offset=weight_offset)
+    _ops_fp4.rmsnorm_fp4_into(x, weight, q, s, global_scale=global_scale, residual=residual, format=format,
+                              scale_layout=scale_layout, norm=norm, eps=eps, weight_offset=weight_offset)
     return q, s
 
 
@@ -223,8 +247,8 @@ def _(x, weight, residual, global_scale, format, scale_layout, norm, eps, weight
 def _rmsnorm_fp4_out_op(x: Tensor, weight: Optional[Tensor], residual: Optional[Tensor],
                         global_scale: Optional[Tensor], output: Tensor, scales: Tensor, format: str,
                         scale_layout: str, norm: str, eps: Optional[float], weight_offset: Optional[float]) -> None:
-    _ops.rmsnorm_fp4_into(x, weight, output, scales, global_scale=global_scale, residual=residual, format=format,
-                          scale_layout=scale_layout, norm=norm, eps=eps, weight_offset=weight_offset)
+    _ops_fp4.rmsnorm_fp4_into(x, weight, output, scales, global_scale=global_scale, residual=residual, format=format,
+                              scale_layout=scale_layout, norm=norm, eps=eps, weight_offset=weight_offset)
 
 
 @_rmsnorm_fp4_out_op.register_fake
@@ -242,21 +266,21 @@ def rmsnorm_fp4(x: Tensor, weight: Optional[Tensor] = None, *, format="nvfp4", s
                                                weight_offset)
         return q, _scales_out(s, format)
     q, s = out
-    torch.ops.fusednorm.rmsnorm_fp4_out(x, weight, residual, gs, q, _scales_in(s), format, scale_layout, norm, eps,
-                                        weight_offset)
+    torch.ops.fusednorm.rmsnorm_fp4_out(x, weight, residual, gs, q, _scales_in(s, format), format, scale_layout, norm,
+                                        eps, weight_offset)
     return q, s
 
 
 def _dequantize_fp4_alloc(codes: Tensor, dtype: str) -> Tensor:
-    return _T.empty(codes, _ops.dequantize_fp4_shapes(_T.logical_shape(codes, _F4)), format_of(dtype))
+    return _T.empty(codes, _ops_fp4.dequantize_fp4_shapes(_T.logical_shape(codes, _F4)), format_of(dtype))
 
 
 @torch.library.custom_op("fusednorm::dequantize_fp4", mutates_args=())
 def _dequantize_fp4_op(codes: Tensor, scales: Tensor, global_scale: Optional[Tensor], format: str,
                        scale_layout: str, dtype: str) -> Tensor:
     out = _dequantize_fp4_alloc(codes, dtype)
-    _ops.dequantize_fp4_into(codes, scales, out, global_scale=global_scale, format=format, scale_layout=scale_layout,
-                             dtype=dtype)
+    _ops_fp4.dequantize_fp4_into(codes, scales, out, global_scale=global_scale, format=format,
+                                 scale_layout=scale_layout, dtype=dtype)
     return out
 
 
@@ -268,8 +292,8 @@ def _(codes, scales, global_scale, format, scale_layout, dtype):
 @torch.library.custom_op("fusednorm::dequantize_fp4_out", mutates_args=("output",))
 def _dequantize_fp4_out_op(codes: Tensor, scales: Tensor, global_scale: Optional[Tensor], output: Tensor,
                            format: str, scale_layout: str, dtype: Optional[str]) -> None:
-    _ops.dequantize_fp4_into(codes, scales, output, global_scale=global_scale, format=format,
-                             scale_layout=scale_layout, dtype=dtype)
+    _ops_fp4.dequantize_fp4_into(codes, scales, output, global_scale=global_scale, format=format,
+                                 scale_layout=scale_layout, dtype=dtype)
 
 
 @_dequantize_fp4_out_op.register_fake
@@ -282,9 +306,10 @@ def dequantize_fp4(codes: Tensor, scales: Tensor, *, global_scale=None, format="
     """fusednorm.dequantize_fp4 through torch.ops.fusednorm (traceable by torch.compile)."""
     gs = _global_scale(global_scale, codes)
     if out is None:
-        return torch.ops.fusednorm.dequantize_fp4(codes, _scales_in(scales), gs, format, scale_layout,
+        return torch.ops.fusednorm.dequantize_fp4(codes, _scales_in(scales, format), gs, format, scale_layout,
                                                   _name(dtype or "float32"))
-    torch.ops.fusednorm.dequantize_fp4_out(codes, _scales_in(scales), gs, out, format, scale_layout, _name(dtype))
+    torch.ops.fusednorm.dequantize_fp4_out(codes, _scales_in(scales, format), gs, out, format, scale_layout,
+                                           _name(dtype))
     return out
 
 
@@ -292,13 +317,13 @@ def dequantize_fp4(codes: Tensor, scales: Tensor, *, global_scale=None, format="
 
 
 def _qk_stats_alloc(q: Tensor) -> Tensor:
-    return _T.empty(q, _ops.qk_rmsnorm_stats_shapes(_T.logical_shape(q, None)), format_of("float32"))
+    return _T.empty(q, _ops_qk.qk_rmsnorm_stats_shapes(_T.logical_shape(q, None)), format_of("float32"))
 
 
 @torch.library.custom_op("fusednorm::qk_rmsnorm_stats", mutates_args=())
 def _qk_rmsnorm_stats_op(q: Tensor, k: Tensor) -> Tensor:
     stats = _qk_stats_alloc(q)
-    _ops.qk_rmsnorm_stats_into(q, k, stats)
+    _ops_qk.qk_rmsnorm_stats_into(q, k, stats)
     return stats
 
 
@@ -309,7 +334,7 @@ def _(q, k):
 
 @torch.library.custom_op("fusednorm::qk_rmsnorm_stats_out", mutates_args=("stats",))
 def _qk_rmsnorm_stats_out_op(q: Tensor, k: Tensor, stats: Tensor) -> None:
-    _ops.qk_rmsnorm_stats_into(q, k, stats)
+    _ops_qk.qk_rmsnorm_stats_into(q, k, stats)
 
 
 @_qk_rmsnorm_stats_out_op.register_fake
@@ -326,7 +351,7 @@ def qk_rmsnorm_stats(q: Tensor, k: Tensor, *, out: Optional[Tensor] = None) -> T
 
 
 def _qk_alloc(q: Tensor, k: Tensor, dtype: Optional[str]) -> Tuple[Tensor, Tensor]:
-    qs, ks = _ops.qk_rmsnorm_shapes(_T.logical_shape(q, None), _T.logical_shape(k, None))
+    qs, ks = _ops_qk.qk_rmsnorm_shapes(_T.logical_shape(q, None), _T.logical_shape(k, None))
     f = format_of(dtype) if dtype is not None else _T.format(q)
     return _T.empty(q, qs, f), _T.empty(k, ks, f)
 
@@ -347,8 +372,8 @@ def _qk_rmsnorm_op(q: Tensor, k: Tensor, q_weight: Tensor, k_weight: Tensor, out
                    dtype: Optional[str], head_dim: Optional[int], eps: Optional[float],
                    weight_offset: Optional[float]) -> Tuple[Tensor, Tensor]:
     qo, ko = _qk_alloc(q, k, dtype)
-    _ops.qk_rmsnorm_into(q, k, q_weight, k_weight, qo, ko, out_scales=out_scales, dtype=dtype, head_dim=head_dim,
-                         eps=eps, weight_offset=weight_offset)
+    _ops_qk.qk_rmsnorm_into(q, k, q_weight, k_weight, qo, ko, out_scales=out_scales, dtype=dtype, head_dim=head_dim,
+                            eps=eps, weight_offset=weight_offset)
     return qo, ko
 
 
@@ -361,8 +386,8 @@ def _(q, k, q_weight, k_weight, out_scales, dtype, head_dim, eps, weight_offset)
 def _qk_rmsnorm_out_op(q: Tensor, k: Tensor, q_weight: Tensor, k_weight: Tensor, q_out: Tensor, k_out: Tensor,
                        out_scales: Optional[Tensor], dtype: Optional[str], head_dim: Optional[int],
                        eps: Optional[float], weight_offset: Optional[float]) -> None:
-    _ops.qk_rmsnorm_into(q, k, q_weight, k_weight, q_out, k_out, out_scales=out_scales, dtype=dtype,
-                         head_dim=head_dim, eps=eps, weight_offset=weight_offset)
+    _ops_qk.qk_rmsnorm_into(q, k, q_weight, k_weight, q_out, k_out, out_scales=out_scales, dtype=dtype,
+                            head_dim=head_dim, eps=eps, weight_offset=weight_offset)
 
 
 @_qk_rmsnorm_out_op.register_fake
@@ -373,7 +398,7 @@ def _(q, k, q_weight, k_weight, q_out, k_out, out_scales, dtype, head_dim, eps, 
 @torch.library.custom_op("fusednorm::qk_rmsnorm_", mutates_args=("q", "k"))
 def _qk_rmsnorm_inplace_op(q: Tensor, k: Tensor, q_weight: Tensor, k_weight: Tensor, head_dim: Optional[int],
                            eps: Optional[float], weight_offset: Optional[float]) -> None:
-    _ops.qk_rmsnorm_into(q, k, q_weight, k_weight, q, k, head_dim=head_dim, eps=eps, weight_offset=weight_offset)
+    _ops_qk.qk_rmsnorm_into(q, k, q_weight, k_weight, q, k, head_dim=head_dim, eps=eps, weight_offset=weight_offset)
 
 
 @_qk_rmsnorm_inplace_op.register_fake
@@ -403,9 +428,9 @@ def _qk_rmsnorm_apply_op(q: Tensor, k: Tensor, stats: Tensor, q_weight: Tensor, 
                          q_global_width: Optional[int], k_global_width: Optional[int], eps: Optional[float],
                          weight_offset: Optional[float]) -> Tuple[Tensor, Tensor]:
     qo, ko = _qk_alloc(q, k, dtype)
-    _ops.qk_rmsnorm_apply_into(q, k, stats, q_weight, k_weight, qo, ko, out_scales=out_scales, dtype=dtype,
-                               stats_kind=stats_kind, q_global_width=q_global_width, k_global_width=k_global_width,
-                               eps=eps, weight_offset=weight_offset)
+    _ops_qk.qk_rmsnorm_apply_into(q, k, stats, q_weight, k_weight, qo, ko, out_scales=out_scales, dtype=dtype,
+                                  stats_kind=stats_kind, q_global_width=q_global_width, k_global_width=k_global_width,
+                                  eps=eps, weight_offset=weight_offset)
     return qo, ko
 
 
@@ -420,9 +445,9 @@ def _qk_rmsnorm_apply_out_op(q: Tensor, k: Tensor, stats: Tensor, q_weight: Tens
                              k_out: Tensor, out_scales: Optional[Tensor], dtype: Optional[str], stats_kind: str,
                              q_global_width: Optional[int], k_global_width: Optional[int], eps: Optional[float],
                              weight_offset: Optional[float]) -> None:
-    _ops.qk_rmsnorm_apply_into(q, k, stats, q_weight, k_weight, q_out, k_out, out_scales=out_scales, dtype=dtype,
-                               stats_kind=stats_kind, q_global_width=q_global_width, k_global_width=k_global_width,
-                               eps=eps, weight_offset=weight_offset)
+    _ops_qk.qk_rmsnorm_apply_into(q, k, stats, q_weight, k_weight, q_out, k_out, out_scales=out_scales, dtype=dtype,
+                                  stats_kind=stats_kind, q_global_width=q_global_width, k_global_width=k_global_width,
+                                  eps=eps, weight_offset=weight_offset)
 
 
 @_qk_rmsnorm_apply_out_op.register_fake
@@ -435,9 +460,9 @@ def _(q, k, stats, q_weight, k_weight, q_out, k_out, out_scales, dtype, stats_ki
 def _qk_rmsnorm_apply_inplace_op(q: Tensor, k: Tensor, stats: Tensor, q_weight: Tensor, k_weight: Tensor,
                                  stats_kind: str, q_global_width: Optional[int], k_global_width: Optional[int],
                                  eps: Optional[float], weight_offset: Optional[float]) -> None:
-    _ops.qk_rmsnorm_apply_into(q, k, stats, q_weight, k_weight, q, k, stats_kind=stats_kind,
-                               q_global_width=q_global_width, k_global_width=k_global_width, eps=eps,
-                               weight_offset=weight_offset)
+    _ops_qk.qk_rmsnorm_apply_into(q, k, stats, q_weight, k_weight, q, k, stats_kind=stats_kind,
+                                  q_global_width=q_global_width, k_global_width=k_global_width, eps=eps,
+                                  weight_offset=weight_offset)
 
 
 @_qk_rmsnorm_apply_inplace_op.register_fake
@@ -470,14 +495,14 @@ def qk_rmsnorm_apply(q: Tensor, k: Tensor, stats: Tensor, q_weight: Tensor, k_we
 def _mla_into(q, q_out, kv, weight, cos_sin, positions, row_offsets, cache_len, page_table, kv_cache, k_scale,
               invalid_tokens, cache_dtype, rope_style, eps, weight_offset):
     """The ops' arguments, in their schema's order, to mla_rope_rmsnorm_quant_into (q_out None: in place)."""
-    _ops.mla_rope_rmsnorm_quant_into(q, q_out, kv, weight, cos_sin, page_table, kv_cache, positions=positions,
-                                     row_offsets=row_offsets, cache_len=cache_len, k_scale=k_scale,
-                                     invalid_tokens=invalid_tokens, cache_dtype=cache_dtype, rope_style=rope_style,
-                                     eps=eps, weight_offset=weight_offset)
+    _ops_mla.mla_rope_rmsnorm_quant_into(q, q_out, kv, weight, cos_sin, page_table, kv_cache, positions=positions,
+                                         row_offsets=row_offsets, cache_len=cache_len, k_scale=k_scale,
+                                         invalid_tokens=invalid_tokens, cache_dtype=cache_dtype, rope_style=rope_style,
+                                         eps=eps, weight_offset=weight_offset)
 
 
 def _mla_alloc(q: Tensor) -> Tensor:
-    return _T.empty(q, _ops.mla_rope_rmsnorm_quant_shapes(_T.logical_shape(q, None)), _T.format(q))
+    return _T.empty(q, _ops_mla.mla_rope_rmsnorm_quant_shapes(_T.logical_shape(q, None)), _T.format(q))
 
 
 @torch.library.custom_op("fusednorm::mla_rope_rmsnorm_quant", mutates_args=("kv_cache", "invalid_tokens"))

@@ -165,6 +165,15 @@ def test_out_form_typed_mismatch_is_refused(fw):
     s = make(fw, np.zeros((ROWS, H // 32), np.uint8).view(np_dtype("float8_e4m3fn")))
     with pytest.raises(ValueError, match="scales holds float8_e4m3fn elements, not float8_e8m0fnu"):
         fusednorm.rmsnorm_fp4(make(fw, x), make(fw, w), format="mxfp4", out=(q, s))
+    # and the other way round, also through the torch ops (which take MXFP4 scales as uint8 codes)
+    s = make(fw, np.zeros((ROWS, H // 16), np.uint8).view(np_dtype("float8_e8m0fnu")))
+    calls = [fusednorm.rmsnorm_fp4]
+    if fw == "torch":
+        from fusednorm import torch as ft
+        calls.append(ft.rmsnorm_fp4)
+    for call in calls:
+        with pytest.raises(ValueError, match="scales holds float8_e8m0fnu elements, not float8_e4m3fn"):
+            call(make(fw, x), make(fw, w), format="nvfp4", out=(q, s))
 
 
 def test_residual_is_updated_in_place(fw):

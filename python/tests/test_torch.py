@@ -2,7 +2,9 @@
 by torch.library.opcheck), torch.compile(fullgraph=True), and the example."""
 
 import os
+import subprocess
 import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -140,3 +142,86 @@ def test_raw_codes_under_torch_compile():
     compiled = torch.compile(decode, fullgraph=True, backend="aot_eager")(codes_u8)
     assert np.array_equal(codes(eager), codes(compiled))
     assert eager[0, 0] == 0 and eager[0, 0x38] == 1.0
+
+
+# The first fusednorm call of a process inside a compiled function, before any eager call: the
+# package sets up its PyTorch side on first use, which must not happen inside the traced code.
+# Each case runs in a fresh interpreter (the set-up happens once a process).
+FIRST_CALL = {
+    "rmsnorm_quant": ("inductor", "fusednorm.rmsnorm_quant(x, w, scale_mode='group', group_size=64)"),
+    "cast": ("aot_eager", "(fusednorm.cast(x, 'float8_e5m2'),)"),
+    "rmsnorm_fp4": ("aot_eager", "fusednorm.rmsnorm_fp4(x, w, format='mxfp4')"),
+    "qk_rmsnorm": ("aot_eager", "fusednorm.qk_rmsnorm(x, x[:, :128], w[:64], w[:64], head_dim=64)"),
+    "qk_rmsnorm_stats": ("aot_eager", "(fusednorm.qk_rmsnorm_stats(x, x[:, :128]),)"),
+    "mla_rope_rmsnorm_quant": ("aot_eager", "(fusednorm.mla_rope_rmsnorm_quant(x[:4, :64].reshape(4, 8, 8), "
+                                            "x[4:, :72], w[:64], w[64:128].reshape(8, 8), pages, cache, "
+                                            "row_offsets=offsets, positions=positions), cache.clone())"),
+}
+
+FIRST_CALL_SCRIPT = """
+import sys, torch, fusednorm
+assert "fusednorm.torch" not in sys.modules
+g = torch.Generator().manual_seed(0)
+x = torch.randn(8, 256, generator=g).to(torch.bfloat16)
+w = (torch.rand(256, generator=g) + 0.5).to(torch.bfloat16)
+pages, offsets = torch.tensor([[0, 1]], dtype=torch.int32), torch.tensor([0, 4], dtype=torch.int32)
+positions, cache = torch.arange(4, dtype=torch.int32), torch.zeros(2, 2, 72, dtype=torch.bfloat16)
+
+def f(x, w):
+    return {call}
+
+got = torch.compile(f, fullgraph=True, backend={backend!r})(x, w)
+want = f(x, w)
+assert len(got) == len(want)
+for a, b in zip(got, want):
+    assert a.dtype == b.dtype and a.shape == b.shape and a.stride() == b.stride(), (a, b)
+    assert torch.equal(a.view(torch.uint8), b.view(torch.uint8)), (a, b)
+"""
+
+
+@pytest.mark.parametrize("op", sorted(FIRST_CALL))
+def test_first_call_of_a_process_compiled(op, tmp_path):
+    backend, call = FIRST_CALL[op]
+    script = FIRST_CALL_SCRIPT.format(call=call, backend=backend)
+    r = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-6000:]
+
+
+@pytest.mark.parametrize("form", ["functional", "out"])
+def test_e8m0_scales_under_inductor(form):
+    """rmsnorm_quant with float8_e8m0fnu scales compiled by inductor (a mutating custom op with an
+    e8m0 tensor is one inductor cannot decompose: the op takes and returns uint8 codes)."""
+    torch._dynamo.reset()
+    x, w = data()
+
+    def f(x, w, res):
+        if form == "functional":
+            return fusednorm.rmsnorm_quant(x, w, scale_mode="group", group_size=32, scale_dtype="float8_e8m0fnu",
+                                           scales_column_major=True, residual=res)
+        out = (torch.empty(x.shape, dtype=torch.float8_e4m3fn),
+               torch.empty(x.shape[0], H // 32, dtype=torch.float8_e8m0fnu))
+        return fusednorm.rmsnorm_quant(x, w, scale_mode="group", group_size=32, residual=res, out=out)
+    r_eager, r_comp = data(seed=4)[0], data(seed=4)[0]
+    want = f(x, w, r_eager)
+    got = torch.compile(f, fullgraph=True)(x, w, r_comp)
+    for g, e in zip(got, want):
+        assert g.dtype == e.dtype and g.shape == e.shape and g.stride() == e.stride()
+        assert np.array_equal(codes(g), codes(e))
+    assert got[1].dtype == torch.float8_e8m0fnu
+    assert np.array_equal(codes(r_comp), codes(r_eager))
+
+
+@pytest.mark.parametrize("side", ["src", "dst"])
+def test_cast_out_of_e8m0_under_inductor(side):
+    """cast with out= where src or dst is float8_e8m0fnu, compiled by inductor (cast_out mutates dst)."""
+    torch._dynamo.reset()
+    x = data(dtype="float32")[0].abs() + 0.25
+    e = fusednorm.cast(x, "float8_e8m0fnu")
+
+    def f(x, e):
+        if side == "dst":
+            return fusednorm.cast(x, out=torch.empty(x.shape, dtype=torch.float8_e8m0fnu), e8m0_rounding="up")
+        return fusednorm.cast(e, out=torch.empty(e.shape))
+    want = f(x, e)
+    got = torch.compile(f, fullgraph=True)(x, e)
+    assert got.dtype == want.dtype and np.array_equal(codes(got), codes(want))
