@@ -6,6 +6,9 @@ constant part of every line) through
     DLTensors: the baseline; ctypes itself adds some of this time
   - fusednorm.rmsnorm_quant, out= form and functional form, from NumPy and PyTorch CPU tensors
 and prints each in microseconds (the best of 5 runs of N calls) and its difference to the baseline.
+Where PyTorch sees a CUDA device, the same on the GPU: [1, 128] on cuda:0, the C call given the
+current stream; calls are enqueued in chunks of 256 (fewer than the launch queue holds) with a
+synchronization between chunks that is not timed, so each line is the host's cost of a call.
 
     python python/benchmarks/call_overhead.py [N]
 """
@@ -36,8 +39,51 @@ def best_us(fn, n):
     return best * 1e6
 
 
+def best_us_enqueue(fn, n, sync, chunk=256):
+    for _ in range(chunk):
+        fn()
+    best = float("inf")
+    for _ in range(5):
+        spent = 0.0
+        for _ in range(max(1, n // chunk)):
+            sync()
+            t = time.perf_counter()
+            for _ in range(chunk):
+                fn()
+            spent += time.perf_counter() - t
+        best = min(best, spent / (max(1, n // chunk) * chunk))
+    sync()
+    return best * 1e6
+
+
+def cuda_rows(lib, torch):
+    """The GPU lines: the C call (ctypes, prepared DLTensors, the current stream) and the Python calls."""
+    dev = torch.device("cuda", 0)
+    x = torch.randn(1, 128, device=dev)
+    w = torch.ones(128, device=dev)
+    q = torch.empty(1, 128, dtype=torch.float8_e4m3fn, device=dev)
+    s = torch.empty(1, 1, device=dev)
+    gpu = (fc.kDLCUDA, 0)
+    tensors = [fc.dl_tensor(x.data_ptr(), gpu, fc.kDLFloat, 32, tuple(x.shape)),
+               fc.dl_tensor(w.data_ptr(), gpu, fc.kDLFloat, 32, tuple(w.shape)),
+               fc.dl_tensor(q.data_ptr(), gpu, fc.kDLFloat8_e4m3fn, 8, tuple(q.shape)),
+               fc.dl_tensor(s.data_ptr(), gpu, fc.kDLFloat, 32, tuple(s.shape))]
+    opts = fc.RmsnormQuantOptions()
+    lib.fusednorm_rmsnorm_quant_options_init(ctypes.byref(opts))
+    px, pw, pq, ps, po = (ctypes.byref(t) for t in tensors + [opts])
+    stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+    c_call = lib.fusednorm_rmsnorm_quant
+    keep = (x, w, q, s, tensors, opts)  # alive while the lambdas run
+    return keep, [("C (ctypes), cuda:0", lambda: c_call(px, None, pw, pq, ps, po, stream)),
+                  ("torch CUDA, out=", lambda: fusednorm.rmsnorm_quant(x, w, out=(q, s))),
+                  ("torch CUDA, functional", lambda: fusednorm.rmsnorm_quant(x, w))]
+
+
 def main(n=20000):
-    lib = fc.load(os.path.join(os.path.dirname(fusednorm.__file__), "libfusednorm.so.0"))
+    # The library inside the package, else the one the extension loaded (an installed library:
+    # FUSEDNORM_PYTHON_USE_INSTALLED), which dlopen finds by its SONAME.
+    path = os.path.join(os.path.dirname(fusednorm.__file__), "libfusednorm.so.0")
+    lib = fc.load(path if os.path.exists(path) else "libfusednorm.so.0")
     x = np.random.default_rng(0).standard_normal((1, 128)).astype(np.float32)
     w = np.ones(128, np.float32)
     q = np.zeros((1, 128), ml_dtypes.float8_e4m3fn)
@@ -69,6 +115,21 @@ def main(n=20000):
         us = best_us(fn, n)
         base = us if base is None else base
         print("  %-24s %6.2f us  %+6.2f us" % (name, us, us - base))
+    try:
+        import torch
+    except ImportError:
+        return
+    if not torch.cuda.is_available():
+        print("(PyTorch sees no CUDA device: no GPU lines)")
+        return
+    keep, rows = cuda_rows(lib, torch)
+    print("%s; per call, host time to enqueue:" % torch.cuda.get_device_name(0))
+    base = None
+    for name, fn in rows:
+        us = best_us_enqueue(fn, n, torch.cuda.synchronize)
+        base = us if base is None else base
+        print("  %-24s %6.2f us  %+6.2f us" % (name, us, us - base))
+    del keep
 
 
 if __name__ == "__main__":
