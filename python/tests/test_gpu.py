@@ -61,7 +61,8 @@ def test_cuda_out_form_residual_and_cast():
     qg, sg = torch.empty_like(qc, device="cuda"), torch.empty_like(sc, device="cuda")
     fusednorm.rmsnorm_quant(x.cuda(), w.cuda(), residual=rg, scale_mode="group", out=(qg, sg))
     assert same(qg, qc) and same(sg, sc) and same(rg, rc)
-    assert same(fusednorm.cast(qg, "float32"), fusednorm.cast(qc, "float32"))
+    # fusednorm.cast runs on the CPU only (the GPU plugins do not offer it): decode on the host.
+    assert same(fusednorm.cast(qg.cpu(), "float32"), fusednorm.cast(qc, "float32"))
 
 
 def busy_then_fill(stream, x_dev, values):
@@ -119,8 +120,9 @@ def test_torch_compile_on_cuda():
     x, w = data(seed=7)
 
     def f(x, w):
+        # The codes decoded by PyTorch (fusednorm.cast is CPU-only), on the device of x.
         q, s = fusednorm.rmsnorm_quant(x, w, scale_mode="group")
-        return fusednorm.cast(q, "float32") * s.repeat_interleave(128, dim=-1)
+        return q.to(torch.float32) * s.repeat_interleave(128, dim=-1)
     got = torch.compile(f, fullgraph=True)(x.cuda(), w.cuda())
     assert same(got, f(x, w))
 
