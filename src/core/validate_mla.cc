@@ -96,13 +96,7 @@ struct Tensors {
 fusednorm_status mla_args(const Tensors& a, const fusednorm_mla_rope_rmsnorm_quant_options* options, MlaCall* c,
                           CallDevice* device, int* index_bits) {
   fusednorm_mla_rope_rmsnorm_quant_options o;
-  fusednorm_mla_rope_rmsnorm_quant_options_init(&o);
-  if (options != nullptr) {
-    if (options->struct_size < sizeof(fusednorm_mla_rope_rmsnorm_quant_options))
-      return FN_FAIL_INVALID("options->struct_size = %zu: expected %zu (call fusednorm_mla_rope_rmsnorm_quant_options_init)",
-                             options->struct_size, sizeof(fusednorm_mla_rope_rmsnorm_quant_options));
-    o = *options;
-  }
+  FN_TRY(FN_READ_OPTIONS(options, fusednorm_mla_rope_rmsnorm_quant_options_init, &o));
   if (o.rope_style != FUSEDNORM_ROPE_INTERLEAVED && o.rope_style != FUSEDNORM_ROPE_NEOX)
     return FN_FAIL_INVALID("options->rope_style = %d: must be FUSEDNORM_ROPE_INTERLEAVED (0) or FUSEDNORM_ROPE_NEOX (1)",
                            o.rope_style);

@@ -181,13 +181,7 @@ fusednorm_status qk_args(QkKind kind, const DLTensor* q, const DLTensor* k, cons
                          const fusednorm_qk_rmsnorm_options* options, QkRmsnormCall* call,
                          CallDevice* device) {
   fusednorm_qk_rmsnorm_options o;
-  fusednorm_qk_rmsnorm_options_init(&o);
-  if (options != nullptr) {
-    if (options->struct_size < sizeof(fusednorm_qk_rmsnorm_options))
-      return FN_FAIL_INVALID("options->struct_size = %zu: expected %zu (call fusednorm_qk_rmsnorm_options_init)",
-                             options->struct_size, sizeof(fusednorm_qk_rmsnorm_options));
-    o = *options;
-  }
+  FN_TRY(FN_READ_OPTIONS(options, fusednorm_qk_rmsnorm_options_init, &o));
   call->kind = kind;
   // Options (each entry point checks what it reads).
   if (o.reserved0 != 0) return FN_FAIL_INVALID("options->reserved0 = %d: must be 0", o.reserved0);

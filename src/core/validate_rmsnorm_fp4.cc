@@ -166,13 +166,7 @@ fusednorm_status validate_rmsnorm_fp4(const DLTensor* input, const DLTensor* res
                                       const DLTensor* global_scale, const fusednorm_rmsnorm_fp4_options* options,
                                       RmsnormFp4Call* call, CallDevice* device) {
   fusednorm_rmsnorm_fp4_options o;
-  fusednorm_rmsnorm_fp4_options_init(&o);
-  if (options != nullptr) {
-    if (options->struct_size < sizeof(fusednorm_rmsnorm_fp4_options))
-      return FN_FAIL_INVALID("options->struct_size = %zu: expected %zu (call fusednorm_rmsnorm_fp4_options_init)",
-                             options->struct_size, sizeof(fusednorm_rmsnorm_fp4_options));
-    o = *options;
-  }
+  FN_TRY(FN_READ_OPTIONS(options, fusednorm_rmsnorm_fp4_options_init, &o));
   if (o.norm != FUSEDNORM_NORM_RMS && o.norm != FUSEDNORM_NORM_NONE)
     return FN_FAIL_INVALID("options->norm = %d: must be FUSEDNORM_NORM_RMS (0) or FUSEDNORM_NORM_NONE (1)", o.norm);
   FN_TRY(fp4_layout_options(o));
@@ -230,13 +224,7 @@ fusednorm_status validate_dequantize_fp4(const DLTensor* codes, const DLTensor* 
                                          const DLTensor* output, const fusednorm_dequantize_fp4_options* options,
                                          DequantizeFp4Call* call, CallDevice* device) {
   fusednorm_dequantize_fp4_options o;
-  fusednorm_dequantize_fp4_options_init(&o);
-  if (options != nullptr) {
-    if (options->struct_size < sizeof(fusednorm_dequantize_fp4_options))
-      return FN_FAIL_INVALID("options->struct_size = %zu: expected %zu (call fusednorm_dequantize_fp4_options_init)",
-                             options->struct_size, sizeof(fusednorm_dequantize_fp4_options));
-    o = *options;
-  }
+  FN_TRY(FN_READ_OPTIONS(options, fusednorm_dequantize_fp4_options_init, &o));
   FN_TRY(fp4_layout_options(o));
   // The output carries the shape [..., H].
   FN_TRY(check_tensor(output, "output", &call->out_type));

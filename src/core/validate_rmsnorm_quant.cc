@@ -15,13 +15,7 @@ fusednorm_status rmsnorm_quant_args(const DLTensor* input, const DLTensor* resid
                                     const fusednorm_rmsnorm_quant_options* options, RmsnormQuantCall* call,
                                     CallDevice* device) {
   fusednorm_rmsnorm_quant_options o;
-  fusednorm_rmsnorm_quant_options_init(&o);
-  if (options != nullptr) {
-    if (options->struct_size < sizeof(fusednorm_rmsnorm_quant_options))
-      return FN_FAIL_INVALID("options->struct_size = %zu: expected %zu (call fusednorm_rmsnorm_quant_options_init)",
-                             options->struct_size, sizeof(fusednorm_rmsnorm_quant_options));
-    o = *options;
-  }
+  FN_TRY(FN_READ_OPTIONS(options, fusednorm_rmsnorm_quant_options_init, &o));
   // Options.
   if (o.norm != FUSEDNORM_NORM_RMS && o.norm != FUSEDNORM_NORM_NONE)
     return FN_FAIL_INVALID("options->norm = %d: must be FUSEDNORM_NORM_RMS (0) or FUSEDNORM_NORM_NONE (1)", o.norm);

@@ -17,6 +17,10 @@
 
 #define FN_FAIL_INVALID(...) ::fusednorm::fail(FUSEDNORM_INVALID_ARGUMENT, __VA_ARGS__)
 
+// The caller's options into *o, or the defaults where options is NULL. `init` is the options'
+// _init function and `init_name` its name. An options struct smaller than this library's was not
+// made by that function (or by an older header) and is refused, with both sizes named.
+#define FN_READ_OPTIONS(options, init, o) ::fusednorm::read_options((options), &init, #init, (o))
 #define FN_TRY(expr)                                \
   do {                                              \
     const fusednorm_status fn_st_ = (expr);         \
@@ -24,6 +28,17 @@
   } while (0)
 
 namespace fusednorm {
+
+template <class Options>
+fusednorm_status read_options(const Options* options, void (*init)(Options*), const char* init_name, Options* o) {
+  init(o);
+  if (options == nullptr) return FUSEDNORM_SUCCESS;
+  if (options->struct_size < sizeof(Options))
+    return fail(FUSEDNORM_INVALID_ARGUMENT, "options->struct_size = %zu: expected %zu (call %s)", options->struct_size,
+                sizeof(Options), init_name);
+  *o = *options;
+  return FUSEDNORM_SUCCESS;
+}
 
 std::string shape_string(const DLTensor* t);    // "[4, 128]"
 std::string strides_string(const DLTensor* t);  // "{128, 1}" (or "NULL (compact)")
