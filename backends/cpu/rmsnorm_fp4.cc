@@ -137,6 +137,19 @@ HWY_NOINLINE void BlockScales(const uint32_t* amax, int64_t blocks, bool nv, flo
   }
 }
 
+// dec(sf) of every scale code (the shared decoders) of NVFP4 (e4m3fn) or MXFP4 (e8m0), for the
+// vector block scales: made once per process (thread-safe static initialization).
+struct ScaleDecode {
+  HWY_ALIGN float dec[256];
+  explicit ScaleDecode(bool nv) {
+    for (uint32_t k = 0; k < 256; ++k) dec[k] = nv ? math::f8e4m3fn::decode(k) : math::decode_e8m0(k);
+  }
+};
+inline const float* ScaleDecodeTable(bool nv) {
+  static const ScaleDecode kNv(true), kMx(false);
+  return nv ? kNv.dec : kMx.dec;
+}
+
 template <class InT>
 void RmsnormFp4RowsT(const RmsnormFp4Call& c, int64_t row_begin, int64_t row_end, const float* g) {
   const DF df;
@@ -153,22 +166,12 @@ void RmsnormFp4RowsT(const RmsnormFp4Call& c, int64_t row_begin, int64_t row_end
   const float h_f = math::length_f32(h);
   const float gs = global_scale_value(c.global_scale);
   const bool nv = c.format == FUSEDNORM_FP4_NVFP4;
-  // dec(sf) of every scale code (the shared decoders), for the vector block scales.
-  HWY_ALIGN float dec_table[256];
-  for (uint32_t k = 0; k < 256; ++k) dec_table[k] = nv ? math::f8e4m3fn::decode(k) : math::decode_e8m0(k);
+  const float* dec_table = ScaleDecodeTable(nv);
   for (int64_t r = row_begin; r < row_end; ++r) {
-    const char* x = row_ptr(c.lead, c.in, r);
     char* out = row_ptr(c.lead, c.out, r);
     NextRow next;
-    if (r + 1 < c.lead.rows) {
-      next.p0 = row_ptr(c.lead, c.in, r + 1);
-      next.p1 = c.res.data != nullptr ? row_ptr(c.lead, c.res, r + 1) : nullptr;
-      next.elem_bytes = InT::kBytes;
-      next.bytes = h * InT::kBytes;
-    }
     float inv_s = 1.0f;
-    x = NormRow<InT>(x, c.res.data != nullptr ? row_ptr(c.lead, c.res, r) : nullptr, c.norm == FUSEDNORM_NORM_RMS, h,
-                     h_f, c.eps, part, &inv_s);
+    const char* x = StartRow<InT>(c, r, h_f, part, &next, &inv_s);
     if (c.block >= n) YBlockMax<InT>(x, g, hn::Set(df, inv_s), y, h, c.block, amax, vm, next);
     else YAbsMaxUnits<InT>(x, g, hn::Set(df, inv_s), y, h, c.block, amax, next);
     BlockScales(amax, blocks, nv, gs, dec_table, codes, rcp);

@@ -129,19 +129,11 @@ void RmsnormQuantRowsT(const RmsnormQuantCall& c, int64_t row_begin, int64_t row
   const bool clamp = !(c.qclamp == INFINITY);  // clamp_sym with +Inf is the identity
 
   for (int64_t r = row_begin; r < row_end; ++r) {
-    const char* x = row_ptr(c.lead, c.in, r);
     char* out = row_ptr(c.lead, c.out, r);
-    // Also past the block: the thread's next block usually starts there.
+    // The next row is prefetched also past the block: the thread's next block usually starts there.
     NextRow next;
-    if (r + 1 < c.lead.rows) {
-      next.p0 = row_ptr(c.lead, c.in, r + 1);
-      next.p1 = c.res.data != nullptr ? row_ptr(c.lead, c.res, r + 1) : nullptr;
-      next.elem_bytes = InT::kBytes;
-      next.bytes = h * InT::kBytes;
-    }
     float inv_s = 1.0f;
-    x = NormRow<InT>(x, c.res.data != nullptr ? row_ptr(c.lead, c.res, r) : nullptr, c.norm == FUSEDNORM_NORM_RMS, h,
-                     h_f, c.eps, part, &inv_s);
+    const char* x = StartRow<InT>(c, r, h_f, part, &next, &inv_s);
     const VF inv = hn::Set(df, inv_s);
     // The y pass of all units, then their scales (independent divisions, which pipeline), then
     // the codes.

@@ -271,6 +271,21 @@ HWY_INLINE const char* NormRow(const char* in, char* res, bool rms, int64_t h, f
   return in;
 }
 
+// The start of row r of a call that normalizes rows of `in` with an optional in-place residual
+// (rmsnorm_quant's and rmsnorm_fp4's call structs): the next row's input (and residual) into
+// *next for the passes to prefetch, then NormRow. Returns the row to normalize; *inv its inv_rms.
+template <class InT, class Call>
+HWY_INLINE const char* StartRow(const Call& c, int64_t r, float h_f, float* part, NextRow* next, float* inv) {
+  if (r + 1 < c.lead.rows) {
+    next->p0 = row_ptr(c.lead, c.in, r + 1);
+    next->p1 = c.res.data != nullptr ? row_ptr(c.lead, c.res, r + 1) : nullptr;
+    next->elem_bytes = InT::kBytes;
+    next->bytes = c.h * InT::kBytes;
+  }
+  return NormRow<InT>(row_ptr(c.lead, c.in, r), c.res.data != nullptr ? row_ptr(c.lead, c.res, r) : nullptr,
+                      c.norm == FUSEDNORM_NORM_RMS, c.h, h_f, c.eps, part, inv);
+}
+
 // g[i] = f32(w_i) + offset for i < h, zeros up to h_pad.
 template <class Tag>
 HWY_INLINE int64_t GammaPrimeT(const char* w, float offset, float* g, int64_t h) {
