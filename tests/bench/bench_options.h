@@ -1,5 +1,7 @@
-// fusednorm-bench: command-line options and their parsing (scale modes, dtypes, lists of sizes),
-// and the --help text. Included by fusednorm_bench.cc only.
+// fusednorm-bench: command-line options and the parsing of their values (scale modes, dtypes,
+// lists of sizes). CLI11 reads the command line and writes --help from the texts below; each
+// option's value goes through a parser of this file, so values mean what they always meant (base-10
+// counts, comma lists, the dtype aliases). Included by fusednorm_bench.cc only.
 #pragma once
 
 #include <stdint.h>
@@ -7,10 +9,12 @@
 #include <stdlib.h>
 
 #include <algorithm>
-#include <stdexcept>
 #include <array>
+#include <functional>
 #include <string>
 #include <vector>
+
+#include <CLI/CLI.hpp>
 
 #include "bench_util.h"
 #include "core/dtype.h"
@@ -83,7 +87,7 @@ struct Options {
   double rotate_mib = 0.0;     // 0: max(96 MiB, 3 x LLC)
   int check_rows = 32;
   uint64_t seed = 20240611;
-  bool json = false, quick = false, scalar_speedup = false, help = false;
+  bool json = false, quick = false, scalar_speedup = false;
   // --ops mla (mla_rope_rmsnorm_quant, bench_mla.h): DeepSeek-V3 shapes.
   std::vector<int64_t> mla_heads{16, 64, 128}, mla_pages{64, 128};
   std::vector<DType> mla_cache{DType::kBF16, DType::k_f8e4m3fn};
@@ -96,66 +100,6 @@ struct Options {
        set_time = false, set_copy = false;
 };
 
-inline void usage(FILE* f) {
-  fprintf(f,
-          "usage: fusednorm-bench [options]\n"
-          "\n"
-          "Times fusednorm_rmsnorm_quant for every scale mode x input dtype x output dtype x shape, checks\n"
-          "each case against the scalar reference (fusednorm::reference) on a sample of rows, and relates\n"
-          "its bandwidth to the device's copy bandwidth measured in the same run. Table on stdout,\n"
-          "progress and notes on stderr; exit status 1 if any byte mismatched or a call failed.\n"
-          "\n"
-          "  --ops LIST        operations: rmsnorm_quant (--modes x --out), rmsnorm_fp4 (NVFP4 and\n"
-          "                    MXFP4, row-major and swizzled scales), qk_rmsnorm (--qk-shapes),\n"
-          "                    mla (mla_rope_rmsnorm_quant: L 512, R 64, bf16 q and kv, q in place,\n"
-          "                    tokens 1,8,64,4096,16384 unless --tokens; --quick: 1,64,4096)\n"
-          "                                                [rmsnorm_quant,rmsnorm_fp4,qk_rmsnorm]\n"
-          "  --qk-shapes LIST  qk_rmsnorm shapes ROWSxNQxNK: stats, apply, fused, stats+apply and\n"
-          "                    fused_head128 at each, for every --in dtype\n"
-          "                    [16x4096x512,16384x4096x512 and Modular's: 16x1536x256,512x1536x256,\n"
-          "                    2048x4096x512,16x1536x257,4x8192x8192,16x512x512]\n"
-          "  --mla-heads LIST  mla: q heads Hq                                      [16,64,128]\n"
-          "  --mla-pages LIST  mla: cache page sizes                                   [64,128]\n"
-          "  --mla-cache LIST  mla: cache dtypes (bf16, f16, f32, FP8)          [bf16,f8e4m3fn]\n"
-          "  --modes LIST      static,row,group128,group64,group32,residual_row (any mode may take a\n"
-          "                    residual_ prefix)                  [static,row,group128,residual_row]\n"
-          "  --in LIST         input (and residual, weight) dtypes: bf16,f32,f16        [bf16,f32]\n"
-          "  --out LIST        f8e4m3fn,f8e4m3fnuz,f8e4m3,f8e5m2,f8e5m2fnuz,int8\n"
-          "                                                         [f8e4m3fn,f8e4m3fnuz,int8]\n"
-          "  --hidden LIST     hidden sizes (columns)         [2048,4096,5120,7168,8192,16384]\n"
-          "  --tokens LIST     tokens (rows)                     [1,16,128,1024,4096,16384]\n"
-          "  --device DEV      cpu, or cuda:N where built with CUDA (rocm:N: not yet)         [cpu]\n"
-          "  --timing T        GPU: events (stream launches between CUDA events), graph (replays of\n"
-          "                    a CUDA graph of one call per buffer set), auto (graph when the input\n"
-          "                    is below 16 MiB, else events)                                 [auto]\n"
-          "  --threads N       oneTBB threads (task_arena + global_control)  [default concurrency]\n"
-          "  --reps N          timed samples per case (default: adaptive, >= 3, ~--time s per case)\n"
-          "  --time S          seconds of timed calls per case for adaptive reps              [0.2]\n"
-          "  --budget-gib G    skip shapes whose buffers exceed G GiB                           [8]\n"
-          "  --copy-mib M      copy-bandwidth buffer size (capped at budget/4)               [1024]\n"
-          "  --rotate-mib M    buffer sets rotate over >= M MiB  [max(96, 3 x last-level cache);\n"
-          "                                                             GPU: max(256, 4 x L2)]\n"
-          "  --check-rows N    rows per case checked against the reference (first and last\n"
-          "                    included)                                                      [32]\n"
-          "  --seed N          random seed for the inputs (printed)\n"
-          "  --json            one JSON object per case on stdout instead of the table\n"
-          "  --quick           a small subset (hidden 2048,7168; tokens 1,16,1024; out f8e4m3fn,int8;\n"
-          "                    0.03 s per case; 256 MiB copy, GPU 1024) for smoke tests; explicit\n"
-          "                    options win\n"
-          "  --scalar-speedup  single thread: scalar reference vs library on bf16 -> f8e4m3fn dynamic\n"
-          "                    per-row at --tokens x --hidden (first values; default 4096 x 8192);\n"
-          "                    prints both times and the ratio (target: library >= 8x faster)\n"
-          "  --help            this text\n"
-          "\n"
-          "Timing: warm-up, then the median of the samples; each call takes the next of several buffer\n"
-          "sets whose total exceeds the last-level cache, so small shapes are not timed from cache.\n"
-          "GPU: samples are timed with CUDA events on the bench's stream (>= 1 ms each); with graph\n"
-          "timing one graph holds one call per buffer set (so a replay walks all of them) and a call's\n"
-          "time is the replays' time / calls. Table column and JSON key `timing`: events or graph\n"
-          "(CPU: clock).\n"
-          "GB/s = (input read + residual read and write + weight + output + scales) / time;\n"
-          "%%copy = GB/s / copy GB/s x 100, the copy counting bytes read + bytes written.\n");
-}
 
 template <class T, class F>
 bool parse_list(const std::string& v, std::vector<T>* out, F&& one, std::string* err, const char* what) {
@@ -185,117 +129,203 @@ inline bool parse_pos_double(const std::string& s, double* v) {
   return true;
 }
 
-inline bool parse_args(int argc, char** argv, Options* o, std::string* err) {
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i], v;
-    const size_t eq = a.find('=');
-    const bool has_eq = a.rfind("--", 0) == 0 && eq != std::string::npos;
-    if (has_eq) { v = a.substr(eq + 1); a = a.substr(0, eq); }
-    auto flag = [&](const char* name) {
-      if (a != name) return false;
-      if (has_eq) throw std::invalid_argument(a + " takes no value");
-      return true;
-    };
-    auto value = [&](const char* name) {
-      if (a != name) return false;
-      if (!has_eq) {
-        if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
-        v = argv[++i];
-      }
-      return true;
-    };
+
+// An option's text into its field(s): false, with *err saying why, for a bad value.
+using ValueParser = std::function<bool(const std::string&, std::string*)>;
+
+// A comma-separated list; `hint` (what a good entry looks like) ends the message of a bad one.
+template <class T, class One>
+ValueParser list_into(std::vector<T>* field, One one, const char* what, const char* hint = "") {
+  return [=](const std::string& v, std::string* err) {
+    if (parse_list<T>(v, field, one, err, what)) return true;
+    *err += hint;
+    return false;
+  };
+}
+
+inline ValueParser positive_int_into(int* field) {
+  return [field](const std::string& v, std::string* err) {
     int64_t n = 0;
-    if (flag("--help") || flag("-h")) o->help = true;
-    else if (flag("--json")) o->json = true;
-    else if (flag("--quick")) o->quick = true;
-    else if (flag("--scalar-speedup")) o->scalar_speedup = true;
-    else if (value("--ops")) {
-      o->ops = split_list(v);
-      for (const auto& op : o->ops)
-        if (op != "rmsnorm_quant" && op != "rmsnorm_fp4" && op != "qk_rmsnorm" && op != "mla") {
-          *err = "unknown op '" + op + "' (available: rmsnorm_quant, rmsnorm_fp4, qk_rmsnorm, mla)";
-          return false;
-        }
-      if (o->ops.empty()) { *err = "empty --ops"; return false; }
-    } else if (value("--qk-shapes")) {
-      o->qk_shapes.clear();
-      for (const auto& e : split_list(v)) {
-        std::array<int64_t, 3> sh{};
-        char* end = nullptr;
-        const char* p = e.c_str();
-        for (int k = 0; k < 3; ++k) {
-          sh[size_t(k)] = strtoll(p, &end, 10);
-          if (end == p || sh[size_t(k)] <= 0 || (k < 2 ? *end != 'x' : *end != '\0')) {
-            *err = "bad --qk-shapes entry '" + e + "' (ROWSxNQxNK)";
-            return false;
-          }
-          p = end + 1;
-        }
-        o->qk_shapes.push_back(sh);
-      }
-      if (o->qk_shapes.empty()) { *err = "empty --qk-shapes"; return false; }
-      o->set_qk_shapes = true;
-    } else if (value("--mla-heads")) {
-      if (!parse_list<int64_t>(v, &o->mla_heads, parse_pos_int, err, "head count")) return false;
-    } else if (value("--mla-pages")) {
-      if (!parse_list<int64_t>(v, &o->mla_pages, parse_pos_int, err, "page size")) return false;
-    } else if (value("--mla-cache")) {
-      if (!parse_list<DType>(v, &o->mla_cache, [](const std::string& s, DType* t) {
-            return parse_dtype(s, true, t) ? *t != DType::kI8 : parse_dtype(s, false, t);
-          }, err, "cache dtype"))
-        return false;
-    } else if (value("--modes")) {
-      if (!parse_list<ModeSpec>(v, &o->modes, parse_mode, err, "mode")) return false;
-      o->set_modes = true;
-    } else if (value("--in")) {
-      if (!parse_list<DType>(v, &o->in, [](const std::string& s, DType* t) { return parse_dtype(s, false, t); }, err,
-                             "input dtype"))
-        return false;
-      o->set_in = true;
-    } else if (value("--out")) {
-      if (!parse_list<DType>(v, &o->out, [](const std::string& s, DType* t) { return parse_dtype(s, true, t); }, err,
-                             "output dtype"))
-        return false;
-      o->set_out = true;
-    } else if (value("--hidden")) {
-      if (!parse_list<int64_t>(v, &o->hidden, parse_pos_int, err, "hidden size")) return false;
-      o->set_hidden = true;
-    } else if (value("--tokens")) {
-      if (!parse_list<int64_t>(v, &o->tokens, parse_pos_int, err, "token count")) return false;
-      o->set_tokens = true;
-    } else if (value("--device")) o->device = v;
-    else if (value("--timing")) {
-      if (v != "auto" && v != "events" && v != "graph") { *err = "bad --timing '" + v + "' (auto, events or graph)"; return false; }
-      o->timing = v;
-    }
-    else if (value("--threads")) {
-      if (!parse_pos_int(v, &n)) { *err = "bad --threads '" + v + "'"; return false; }
-      o->threads = int(n);
-    } else if (value("--reps")) {
-      if (!parse_pos_int(v, &n)) { *err = "bad --reps '" + v + "'"; return false; }
-      o->reps = int(n);
-    } else if (value("--time")) {
-      if (!parse_pos_double(v, &o->time_per_case)) { *err = "bad --time '" + v + "'"; return false; }
-      o->set_time = true;
-    } else if (value("--budget-gib")) {
-      if (!parse_pos_double(v, &o->budget_gib)) { *err = "bad --budget-gib '" + v + "'"; return false; }
-    } else if (value("--copy-mib")) {
-      if (!parse_pos_double(v, &o->copy_mib)) { *err = "bad --copy-mib '" + v + "'"; return false; }
-      o->set_copy = true;
-    } else if (value("--rotate-mib")) {
-      if (!parse_pos_double(v, &o->rotate_mib)) { *err = "bad --rotate-mib '" + v + "'"; return false; }
-    } else if (value("--check-rows")) {
-      if (!parse_pos_int(v, &n)) { *err = "bad --check-rows '" + v + "'"; return false; }
-      o->check_rows = int(std::max<int64_t>(n, 2));
-    } else if (value("--seed")) {
-      char* end = nullptr;
-      o->seed = strtoull(v.c_str(), &end, 0);
-      if (end == v.c_str() || *end) { *err = "bad --seed '" + v + "'"; return false; }
-    } else {
-      *err = "unknown option '" + std::string(argv[i]) + "'";
+    if (!parse_pos_int(v, &n) || n > INT32_MAX) {
+      *err = "bad value '" + v + "' (a positive integer)";
       return false;
     }
+    *field = int(n);
+    return true;
+  };
+}
+
+inline ValueParser positive_double_into(double* field) {
+  return [field](const std::string& v, std::string* err) {
+    if (parse_pos_double(v, field)) return true;
+    *err = "bad value '" + v + "' (a positive number)";
+    return false;
+  };
+}
+
+// One option that takes a value (--name V or --name=V).
+inline CLI::Option* value_option(CLI::App& app, const std::string& name, const std::string& type, ValueParser parse,
+                                 const std::string& help) {
+  return app
+      .add_option_function<std::string>(
+          name,
+          [name, parse](const std::string& v) {
+            std::string err;
+            if (!parse(v, &err)) throw CLI::ValidationError(name, err);
+          },
+          help)
+      ->type_name(type);
+}
+
+inline bool parse_op(const std::string& s, std::string* op) {
+  *op = s;
+  return s == "rmsnorm_quant" || s == "rmsnorm_fp4" || s == "qk_rmsnorm" || s == "mla";
+}
+
+// ROWSxNQxNK, each positive.
+inline bool parse_qk_shape(const std::string& e, std::array<int64_t, 3>* sh) {
+  const char* p = e.c_str();
+  for (size_t k = 0; k < 3; ++k) {
+    char* end = nullptr;
+    (*sh)[k] = strtoll(p, &end, 10);
+    if (end == p || (*sh)[k] <= 0 || (k < 2 ? *end != 'x' : *end != '\0')) return false;
+    p = end + 1;
   }
+  return true;
+}
+
+constexpr const char* kAbout =
+    "Times fusednorm's operations (--ops) for every scale mode x input dtype x output dtype x shape,\n"
+    "checks each case against the scalar reference (fusednorm::reference) on a sample of rows, and\n"
+    "relates its bandwidth to the device's copy bandwidth measured in the same run. Table (or --json\n"
+    "lines) on stdout, progress and notes on stderr; exit status 1 if any byte mismatched or a call\n"
+    "failed, 2 for a bad option.\n";
+
+constexpr const char* kTimingNotes =
+    "Timing: warm-up, then the median of the samples; each call takes the next of several buffer\n"
+    "sets whose total exceeds the last-level cache, so small shapes are not timed from cache.\n"
+    "GPU: samples are timed with CUDA events on the bench's stream (>= 1 ms each); with graph\n"
+    "timing one graph holds one call per buffer set (so a replay walks all of them) and a call's\n"
+    "time is the replays' time / calls. Table column and JSON key `timing`: events or graph\n"
+    "(CPU: clock).\n"
+    "GB/s = (input read + residual read and write + weight + output + scales) / time;\n"
+    "%copy = GB/s / copy GB/s x 100, the copy counting bytes read + bytes written.";
+
+// Parses the command line into *o. Returns -1 to go on, else the exit status: 0 after --help (the
+// help on stdout), 2 after a bad option (the reason on stderr).
+inline int parse_args(int argc, char** argv, Options* o) {
+  CLI::App app{kAbout, "fusednorm-bench"};
+  app.footer(kTimingNotes);
+  app.get_formatter()->column_width(20);
+  // A flag takes no value (--json=1 is an error); where an option is repeated the last one counts,
+  // so a script's later options override its earlier ones.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)->disable_flag_override();
+
+  app.option_defaults()->group("What to run");
+  value_option(app, "--ops", "LIST", list_into<std::string>(&o->ops, parse_op, "op", " (available: rmsnorm_quant, rmsnorm_fp4, qk_rmsnorm, mla)"),
+               "operations: rmsnorm_quant (--modes x --out), rmsnorm_fp4 (NVFP4 and\n"
+               "MXFP4, row-major and swizzled scales), qk_rmsnorm (--qk-shapes),\n"
+               "mla (mla_rope_rmsnorm_quant: L 512, R 64, bf16 q and kv, q in place,\n"
+               "tokens 1,8,64,4096,16384 unless --tokens; --quick: 1,64,4096)\n"
+               "[rmsnorm_quant,rmsnorm_fp4,qk_rmsnorm]");
+  value_option(app, "--qk-shapes", "LIST", list_into<std::array<int64_t, 3>>(&o->qk_shapes, parse_qk_shape, "entry", " (ROWSxNQxNK)"),
+               "qk_rmsnorm shapes ROWSxNQxNK: stats, apply, fused, stats+apply and\n"
+               "fused_head128 at each, for every --in dtype\n"
+               "[16x4096x512,16384x4096x512 and Modular's: 16x1536x256,512x1536x256,\n"
+               "2048x4096x512,16x1536x257,4x8192x8192,16x512x512]");
+  value_option(app, "--mla-heads", "LIST", list_into<int64_t>(&o->mla_heads, parse_pos_int, "head count"),
+               "mla: q heads Hq [16,64,128]");
+  value_option(app, "--mla-pages", "LIST", list_into<int64_t>(&o->mla_pages, parse_pos_int, "page size"),
+               "mla: cache page sizes [64,128]");
+  value_option(app, "--mla-cache", "LIST",
+               list_into<DType>(&o->mla_cache, [](const std::string& s, DType* t) {
+                 return parse_dtype(s, true, t) ? *t != DType::kI8 : parse_dtype(s, false, t);
+               }, "cache dtype"),
+               "mla: cache dtypes (bf16, f16, f32, FP8) [bf16,f8e4m3fn]");
+  value_option(app, "--modes", "LIST", list_into<ModeSpec>(&o->modes, parse_mode, "mode"),
+               "static,row,group128,group64,group32,residual_row (any mode may take a\n"
+               "residual_ prefix) [static,row,group128,residual_row]");
+  value_option(app, "--in", "LIST",
+               list_into<DType>(&o->in, [](const std::string& s, DType* t) { return parse_dtype(s, false, t); },
+                                "input dtype"),
+               "input (and residual, weight) dtypes: bf16,f32,f16 [bf16,f32]");
+  value_option(app, "--out", "LIST",
+               list_into<DType>(&o->out, [](const std::string& s, DType* t) { return parse_dtype(s, true, t); },
+                                "output dtype"),
+               "f8e4m3fn,f8e4m3fnuz,f8e4m3,f8e5m2,f8e5m2fnuz,int8\n[f8e4m3fn,f8e4m3fnuz,int8]");
+  value_option(app, "--hidden", "LIST", list_into<int64_t>(&o->hidden, parse_pos_int, "hidden size"),
+               "hidden sizes (columns) [2048,4096,5120,7168,8192,16384]");
+  value_option(app, "--tokens", "LIST", list_into<int64_t>(&o->tokens, parse_pos_int, "token count"),
+               "tokens (rows) [1,16,128,1024,4096,16384]");
+  app.add_flag("--quick", o->quick,
+               "a small subset (hidden 2048,7168; tokens 1,16,1024; out f8e4m3fn,int8;\n"
+               "0.03 s per case; 256 MiB copy, GPU 1024) for smoke tests; explicit\n"
+               "options win");
+  app.add_flag("--scalar-speedup", o->scalar_speedup,
+               "single thread: scalar reference vs library on bf16 -> f8e4m3fn dynamic\n"
+               "per-row at --tokens x --hidden (first values; default 4096 x 8192);\n"
+               "prints both times and the ratio (target: library >= 8x faster)");
+
+  app.option_defaults()->group("Device and timing");
+  app.add_option("--device", o->device, "cpu, or cuda:N where built with CUDA (rocm:N: not yet) [cpu]")
+      ->type_name("DEV");
+  value_option(app, "--timing", "T",
+               [o](const std::string& v, std::string* err) {
+                 o->timing = v;
+                 if (v == "auto" || v == "events" || v == "graph") return true;
+                 *err = "bad value '" + v + "' (auto, events or graph)";
+                 return false;
+               },
+               "GPU: events (stream launches between CUDA events), graph (replays of\n"
+               "a CUDA graph of one call per buffer set), auto (graph when the input\n"
+               "is below 16 MiB, else events) [auto]");
+  value_option(app, "--threads", "N", positive_int_into(&o->threads),
+               "oneTBB threads (task_arena + global_control) [default concurrency]");
+  value_option(app, "--reps", "N", positive_int_into(&o->reps),
+               "timed samples per case (default: adaptive, >= 3, ~--time s per case)");
+  value_option(app, "--time", "S", positive_double_into(&o->time_per_case),
+               "seconds of timed calls per case for adaptive reps [0.2]");
+  value_option(app, "--budget-gib", "G", positive_double_into(&o->budget_gib),
+               "skip shapes whose buffers exceed G GiB [8]");
+  value_option(app, "--copy-mib", "M", positive_double_into(&o->copy_mib),
+               "copy-bandwidth buffer size (capped at budget/4) [1024]");
+  value_option(app, "--rotate-mib", "M", positive_double_into(&o->rotate_mib),
+               "buffer sets rotate over >= M MiB [max(96, 3 x last-level cache);\n"
+               "GPU: max(256, 4 x L2)]");
+  value_option(app, "--check-rows", "N", positive_int_into(&o->check_rows),
+               "rows per case checked against the reference (first and last\n"
+               "included; at least 2) [32]");
+  value_option(app, "--seed", "N",
+               [o](const std::string& v, std::string* err) {
+                 char* end = nullptr;
+                 o->seed = strtoull(v.c_str(), &end, 0);
+                 if (end != v.c_str() && *end == '\0') return true;
+                 *err = "bad value '" + v + "' (an integer; 0x for hex)";
+                 return false;
+               },
+               "random seed for the inputs (printed) [20240611]");
+
+  app.option_defaults()->group("Output");
+  app.add_flag("--json", o->json, "one JSON object per case on stdout instead of the table");
+  app.set_help_flag("-h,--help", "this text");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);  // the help on stdout, 0
+  } catch (const CLI::ParseError& e) {
+    fprintf(stderr, "fusednorm-bench: %s (try --help)\n", e.what());
+    return 2;
+  }
+  o->set_qk_shapes = app.count("--qk-shapes") > 0;
+  o->set_modes = app.count("--modes") > 0;
+  o->set_in = app.count("--in") > 0;
+  o->set_out = app.count("--out") > 0;
+  o->set_hidden = app.count("--hidden") > 0;
+  o->set_tokens = app.count("--tokens") > 0;
+  o->set_time = app.count("--time") > 0;
+  o->set_copy = app.count("--copy-mib") > 0;
+  o->check_rows = std::max(o->check_rows, 2);
   if (!o->set_modes)
     for (const char* m : {"static", "row", "group128", "residual_row"}) {
       ModeSpec s;
@@ -310,7 +340,7 @@ inline bool parse_args(int argc, char** argv, Options* o, std::string* err) {
     if (!o->set_copy) o->copy_mib = 256;
     if (!o->set_qk_shapes) o->qk_shapes = {{16, 4096, 512}, {2048, 4096, 512}};
   }
-  return true;
+  return -1;
 }
 
 }  // namespace bench

@@ -103,20 +103,9 @@ int scalar_speedup(const Options& o, Device& dev) {
 int main(int argc, char** argv) {
   using namespace fusednorm::bench;
   Options o;
+  const int parsed = parse_args(argc, argv, &o);
+  if (parsed >= 0) return parsed;
   std::string err;
-  try {
-    if (!parse_args(argc, argv, &o, &err)) {
-      fprintf(stderr, "fusednorm-bench: %s (try --help)\n", err.c_str());
-      return 2;
-    }
-  } catch (const std::exception& e) {
-    fprintf(stderr, "fusednorm-bench: %s (try --help)\n", e.what());
-    return 2;
-  }
-  if (o.help) {
-    usage(stdout);
-    return 0;
-  }
   const int threads = o.scalar_speedup ? 1 : o.threads > 0 ? o.threads : tbb::info::default_concurrency();
   tbb::global_control gc(tbb::global_control::max_allowed_parallelism, size_t(threads));
   tbb::task_arena arena(threads);
