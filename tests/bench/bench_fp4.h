@@ -171,8 +171,9 @@ inline void run_fp4_group(Run& run, int64_t rows, int64_t cols, DType in) {
       res.error = e.what();
     }
     run.tally(res);
-    run.print_row("rmsnorm_fp4", m.name, in, DType::k_f4e2m1, rows, cols, sets, res, [&](JsonLine& j) {
-      j.integer("group_size", m.format == FUSEDNORM_FP4_NVFP4 ? 16 : 32).boolean("residual", false);
+    run.print_row("rmsnorm_fp4", m.name, in, DType::k_f4e2m1, rows, cols, sets, res, [&](Json& j) {
+      j["group_size"] = m.format == FUSEDNORM_FP4_NVFP4 ? 16 : 32;
+      j["residual"] = false;
     });
   }
 }

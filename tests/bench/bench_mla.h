@@ -261,11 +261,13 @@ inline void mla_case(Run& run, int64_t tokens, int64_t heads, int64_t page, DTyp
     }
     r.bytes = m.moved();
   }
-  if (!r.ok) ++run.failures;
-  run.total_mismatches += r.mismatches;
-  ++run.cases_done;
-  run.print_row("mla", mode, DType::kBF16, cache, tokens, kMlaL + kMlaR, m.sets, r, [&](JsonLine& j) {
-    j.integer("heads", heads).integer("page_size", page).integer("sequences", m.b).integer("L", kMlaL).integer("R", kMlaR);
+  run.tally(r);
+  run.print_row("mla", mode, DType::kBF16, cache, tokens, kMlaL + kMlaR, m.sets, r, [&](Json& j) {
+    j["heads"] = heads;
+    j["page_size"] = page;
+    j["sequences"] = m.b;
+    j["L"] = kMlaL;
+    j["R"] = kMlaR;
   });
 }
 

@@ -209,7 +209,10 @@ constexpr const char* kTimingNotes =
     "time is the replays' time / calls. Table column and JSON key `timing`: events or graph\n"
     "(CPU: clock).\n"
     "GB/s = (input read + residual read and write + weight + output + scales) / time;\n"
-    "%copy = GB/s / copy GB/s x 100, the copy counting bytes read + bytes written.";
+    "%copy = GB/s / copy GB/s x 100, the copy counting bytes read + bytes written.\n"
+    "JSON: one object a case, keys op, mode, device, in_dtype, out_dtype, rows, cols, the op's own\n"
+    "(group_size, nq, nk, heads, ...), status, us, gbps, copy_gbps, pct_of_copy, mismatches, then\n"
+    "the run's details (reps, timing, threads, cpu_target, seed).";
 
 // Parses the command line into *o. Returns -1 to go on, else the exit status: 0 after --help (the
 // help on stdout), 2 after a bad option (the reason on stderr).
@@ -306,7 +309,7 @@ inline int parse_args(int argc, char** argv, Options* o) {
                "random seed for the inputs (printed) [20240611]");
 
   app.option_defaults()->group("Output");
-  app.add_flag("--json", o->json, "one JSON object per case on stdout instead of the table");
+  app.add_flag("--json", o->json, "one JSON object per case on stdout instead of the table (keys below)");
   app.set_help_flag("-h,--help", "this text");
 
   try {

@@ -223,9 +223,7 @@ struct QkBench {
         r.ok = false;
         r.error = e.what();
       }
-      run.failures += !r.ok;
-      run.total_mismatches += r.mismatches;
-      ++run.cases_done;
+      run.tally(r);
       print(m, rows, nq, nk, t, sets, r);
     }
   }
@@ -266,33 +264,12 @@ struct QkBench {
   }
 
   void print(const QkMode& m, int64_t rows, int64_t nq, int64_t nk, DType t, size_t sets, const Run::Result& r) {
-    const double us = r.timing.sec * 1e6, gbps = r.timing.sec > 0 ? r.bytes / r.timing.sec / 1e9 : 0,
-                 pct = run.copy > 0 ? gbps / run.copy * 100.0 : 0;
-    const std::string cols = std::to_string(nq) + "+" + std::to_string(nk);
-    if (run.o.json) {
-      JsonLine j;
-      j.str("op", "qk_rmsnorm").str("mode", m.name).str("device", run.dev.label()).str("in_dtype", dtype_name(t))
-          .str("out_dtype", dtype_name(m.out == DType::kInvalid ? t : m.out))
-          .integer("rows", rows).integer("nq", nq).integer("nk", nk).integer("head_dim", m.head_dim)
-          .str("status", r.ok ? "ok" : "error");
-      if (!r.ok) j.str("error", r.error);
-      j.num("us", us).num("us_min", r.timing.min_sec * 1e6).num("gbps", gbps).num("copy_gbps", run.copy)
-          .num("pct_of_copy", pct).integer("mismatches", r.mismatches).integer("checked_rows", r.checked)
-          .num("bytes", r.bytes).integer("sets", (long long)sets).integer("reps", r.timing.samples)
-          .str("timing", r.method).integer("calls_per_rep", r.timing.inner).integer("threads", run.threads)
-          .str("cpu_target", run.target).integer("seed", (long long)run.o.seed);
-      printf("%s\n", j.done().c_str());
-    } else if (!r.ok) {
-      printf("%-13s %-14s %-5s %-11s %6" PRId64 " %6s  ERROR: %s\n", "qk_rmsnorm", m.name, dtype_name(t), "-", rows,
-             cols.c_str(), r.error.c_str());
-    } else {
-      printf("%-13s %-14s %-5s %-11s %6" PRId64 " %6s %5zu %6d", "qk_rmsnorm", m.name, dtype_name(t),
-             dtype_name(m.out == DType::kInvalid ? t : m.out),
-             rows, cols.c_str(), sets, r.timing.samples);
-      if (!run.dev.is_host()) printf(" %-6s", r.method);
-      printf(" %11.2f %8.2f %6.1f %10lld\n", us, gbps, pct, r.mismatches);
-    }
-    fflush(stdout);
+    run.print_row("qk_rmsnorm", m.name, t, m.out == DType::kInvalid ? t : m.out, rows, nq + nk,
+                  std::to_string(nq) + "+" + std::to_string(nk), sets, r, [&](Json& j) {
+                    j["nq"] = nq;
+                    j["nk"] = nk;
+                    j["head_dim"] = m.head_dim;
+                  });
   }
 };
 

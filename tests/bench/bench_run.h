@@ -44,6 +44,7 @@ struct Run {
   double copy = 0;
   size_t rotate_bytes = 0;
   RandomPool x_pool, w_pool;
+  std::vector<FILE*> json_out;  // where the cases' JSON lines go: stdout with --json
   long long total_mismatches = 0;
   int failures = 0, cases_done = 0, cases_total = 0, skipped = 0;
   std::set<std::string> noted;  // notes already printed
@@ -246,35 +247,59 @@ struct Run {
     fflush(stdout);
   }
 
-  // One row of the table (or one JSON line: the common keys, then extra(j)'s).
+  // One case: its JSON line (the common keys, extra(j)'s, then the result) where JSON goes (stdout
+  // with --json), and its row of the table unless --json. cols_text: the table's
+  // cols column (qk_rmsnorm: "4096+512"; JSON has the sum and the op's own keys).
   template <class Extra>
-  void print_row(const char* op, const std::string& mode, DType in, DType out, int64_t rows, int64_t cols, size_t sets,
-                 const Result& r, Extra&& extra) {
+  void print_row(const char* op, const std::string& mode, DType in, DType out, int64_t rows, int64_t cols,
+                 const std::string& cols_text, size_t sets, const Result& r, Extra&& extra) {
     const double us = r.timing.sec * 1e6, gbps = r.timing.sec > 0 ? r.bytes / r.timing.sec / 1e9 : 0,
                  pct = copy > 0 ? gbps / copy * 100.0 : 0;
-    if (o.json) {
-      JsonLine j;
-      j.str("op", op).str("mode", mode).str("device", dev.label()).str("in_dtype", dtype_name(in))
-          .str("out_dtype", dtype_name(out)).integer("rows", rows).integer("cols", cols);
+    if (!json_out.empty()) {
+      Json j;
+      j["op"] = op;
+      j["mode"] = mode;
+      j["device"] = dev.label();
+      j["in_dtype"] = dtype_name(in);
+      j["out_dtype"] = dtype_name(out);
+      j["rows"] = rows;
+      j["cols"] = cols;
       extra(j);
-      j.str("status", r.ok ? "ok" : "error");
-      if (!r.ok) j.str("error", r.error);
-      j.num("us", us).num("us_min", r.timing.min_sec * 1e6).num("gbps", gbps).num("copy_gbps", copy).num("pct_of_copy", pct)
-          .integer("mismatches", r.mismatches).integer("checked_rows", r.checked).num("bytes", r.bytes)
-          .integer("sets", (long long)sets).integer("reps", r.timing.samples).str("timing", r.method)
-          .integer("calls_per_rep", r.timing.inner).integer("threads", threads).str("cpu_target", target)
-          .integer("seed", (long long)o.seed);
-      printf("%s\n", j.done().c_str());
-    } else if (!r.ok) {
-      printf("%-13s %-14s %-5s %-11s %6" PRId64 " %6" PRId64 " %5zu  ERROR: %s\n", op, mode.c_str(), dtype_name(in),
-             dtype_name(out), rows, cols, sets, r.error.c_str());
+      j["status"] = r.ok ? "ok" : "error";
+      if (!r.ok) j["error"] = r.error;
+      j["us"] = sig6(us);
+      j["us_min"] = sig6(r.timing.min_sec * 1e6);
+      j["gbps"] = sig6(gbps);
+      j["copy_gbps"] = sig6(copy);
+      j["pct_of_copy"] = sig6(pct);
+      j["mismatches"] = r.mismatches;
+      j["checked_rows"] = r.checked;
+      j["bytes"] = sig6(r.bytes);
+      j["sets"] = sets;
+      j["reps"] = r.timing.samples;
+      j["timing"] = r.method;
+      j["calls_per_rep"] = r.timing.inner;
+      j["threads"] = threads;
+      j["cpu_target"] = target;
+      j["seed"] = o.seed;
+      for (FILE* f : json_out) write_json_line(f, j);
+    }
+    if (o.json) return;
+    if (!r.ok) {
+      printf("%-13s %-14s %-5s %-11s %6" PRId64 " %6s %5zu  ERROR: %s\n", op, mode.c_str(), dtype_name(in),
+             dtype_name(out), rows, cols_text.c_str(), sets, r.error.c_str());
     } else {
-      printf("%-13s %-14s %-5s %-11s %6" PRId64 " %6" PRId64 " %5zu %6d", op, mode.c_str(), dtype_name(in),
-             dtype_name(out), rows, cols, sets, r.timing.samples);
+      printf("%-13s %-14s %-5s %-11s %6" PRId64 " %6s %5zu %6d", op, mode.c_str(), dtype_name(in), dtype_name(out), rows,
+             cols_text.c_str(), sets, r.timing.samples);
       if (!dev.is_host()) printf(" %-6s", r.method);
       printf(" %11.2f %8.2f %6.1f %10lld\n", us, gbps, pct, r.mismatches);
     }
     fflush(stdout);
+  }
+  template <class Extra>
+  void print_row(const char* op, const std::string& mode, DType in, DType out, int64_t rows, int64_t cols, size_t sets,
+                 const Result& r, Extra&& extra) {
+    print_row(op, mode, in, out, rows, cols, std::to_string(cols), sets, r, extra);
   }
   // Counts a finished case.
   void tally(const Result& r) {
@@ -284,10 +309,11 @@ struct Run {
   }
 
   void print_result(const Group& g, const ModeSpec& m, DType out, const Result& r) {
-    print_row("rmsnorm_quant", m.name, g.in, out, g.rows, g.cols, g.sets, r, [&](JsonLine& j) {
-      j.integer("group_size", m.scale_mode == FUSEDNORM_SCALE_DYNAMIC_GROUP ? m.group
-                              : m.scale_mode == FUSEDNORM_SCALE_DYNAMIC_ROW ? g.cols : 0)
-          .boolean("residual", m.residual);
+    print_row("rmsnorm_quant", m.name, g.in, out, g.rows, g.cols, g.sets, r, [&](Json& j) {
+      j["group_size"] = m.scale_mode == FUSEDNORM_SCALE_DYNAMIC_GROUP ? m.group
+                        : m.scale_mode == FUSEDNORM_SCALE_DYNAMIC_ROW ? g.cols
+                                                                      : 0;
+      j["residual"] = m.residual;
     });
   }
 

@@ -1,8 +1,9 @@
-// fusednorm-bench helpers: timing, statistics, list parsing, random tensor contents, JSON lines.
+// fusednorm-bench helpers: timing, statistics, list parsing, random tensor contents, the JSON type.
 #pragma once
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
@@ -126,48 +128,25 @@ inline void fill_random(Device& dev, char* base, size_t sets, size_t set_stride,
   }
 }
 
-// One JSON object on one line, keys in insertion order.
-class JsonLine {
- public:
-  JsonLine& str(const char* k, const std::string& v) {
-    key(k);
-    s_ += '"';
-    for (char c : v) {
-      if (c == '"' || c == '\\') { s_ += '\\'; s_ += c; }
-      else if (static_cast<unsigned char>(c) < 0x20) { char b[8]; snprintf(b, sizeof b, "\\u%04x", c); s_ += b; }
-      else s_ += c;
-    }
-    s_ += '"';
-    return *this;
-  }
-  JsonLine& num(const char* k, double v) {
-    key(k);
-    char b[64];
-    if (std::isfinite(v)) snprintf(b, sizeof b, "%.6g", v);
-    else snprintf(b, sizeof b, "null");
-    s_ += b;
-    return *this;
-  }
-  JsonLine& integer(const char* k, long long v) {
-    key(k);
-    s_ += std::to_string(v);
-    return *this;
-  }
-  JsonLine& boolean(const char* k, bool v) {
-    key(k);
-    s_ += v ? "true" : "false";
-    return *this;
-  }
-  std::string done() const { return s_ + "}"; }
+// A case's JSON object, its keys in insertion order (op, mode, shape first, as a reader scans
+// them); dumped on one line. Non-finite numbers are written as null.
+using Json = nlohmann::ordered_json;
 
- private:
-  void key(const char* k) {
-    s_ += s_.size() > 1 ? ", \"" : "\"";
-    s_ += k;
-    s_ += "\": ";
-  }
-  std::string s_ = "{";
-};
+// v to 6 significant digits, the precision of a timing (the JSON writer prints the shortest text
+// that reads back as the same double, so such a value comes out as at most 6 digits).
+inline double sig6(double v) {
+  if (!std::isfinite(v)) return v;
+  char b[32];
+  snprintf(b, sizeof b, "%.6g", v);
+  return strtod(b, nullptr);
+}
+
+// One object, one line; flushed, so a reader (or a run cut short) has every finished case. Bytes
+// that are not UTF-8 (in a library message) are replaced rather than thrown on.
+inline void write_json_line(FILE* f, const Json& j) {
+  fprintf(f, "%s\n", j.dump(-1, ' ', false, Json::error_handler_t::replace).c_str());
+  fflush(f);
+}
 
 }  // namespace bench
 }  // namespace fusednorm

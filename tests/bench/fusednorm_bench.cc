@@ -75,13 +75,25 @@ int scalar_speedup(const Options& o, Device& dev) {
   const double ratio = tl.sec > 0 ? tr.sec / tl.sec : 0;
   const bool met = ratio >= 8.0;
   if (o.json) {
-    JsonLine j;
-    j.str("op", "rmsnorm_quant").str("mode", "row").str("device", dev.name()).str("in_dtype", "bf16")
-        .str("out_dtype", "f8e4m3fn").integer("rows", rows).integer("cols", cols).integer("threads", 1)
-        .str("cpu_target", fusednorm_cpu_target()).num("reference_us", tr.sec * 1e6).num("library_us", tl.sec * 1e6)
-        .num("speedup", ratio).boolean("target_8x_met", met).integer("reference_reps", tr.samples)
-        .integer("library_reps", tl.samples * tl.inner).integer("mismatches", mism).str("status", bad ? "error" : "ok");
-    printf("%s\n", j.done().c_str());
+    Json j;
+    j["op"] = "rmsnorm_quant";
+    j["mode"] = "row";
+    j["device"] = dev.name();
+    j["in_dtype"] = "bf16";
+    j["out_dtype"] = "f8e4m3fn";
+    j["rows"] = rows;
+    j["cols"] = cols;
+    j["threads"] = 1;
+    j["cpu_target"] = fusednorm_cpu_target();
+    j["reference_us"] = sig6(tr.sec * 1e6);
+    j["library_us"] = sig6(tl.sec * 1e6);
+    j["speedup"] = sig6(ratio);
+    j["target_8x_met"] = met;
+    j["reference_reps"] = tr.samples;
+    j["library_reps"] = tl.samples * tl.inner;
+    j["mismatches"] = mism;
+    j["status"] = bad ? "error" : "ok";
+    write_json_line(stdout, j);
   } else {
     printf("scalar speedup, rmsnorm_quant bf16 -> f8e4m3fn dynamic per-row, %" PRId64 " x %" PRId64 ", 1 thread:\n",
            rows, cols);
@@ -125,6 +137,7 @@ int main(int argc, char** argv) {
         return;
       }
       Run run(o, *dev, threads);
+      if (o.json) run.json_out.push_back(stdout);
       const bool host = dev->is_host();
       const size_t cache = dev->cache_bytes();  // CPU: last level; GPU: L2
       run.rotate_bytes = o.rotate_mib > 0 ? size_t(o.rotate_mib * kMiB)
