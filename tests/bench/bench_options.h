@@ -88,6 +88,7 @@ struct Options {
   int check_rows = 32;
   uint64_t seed = 20240611;
   bool json = false, quick = false, scalar_speedup = false;
+  std::string plot;  // --plot FILE: the cases' JSON drawn by python/fusednorm/plot.py (bench_plot.h)
   // --ops mla (mla_rope_rmsnorm_quant, bench_mla.h): DeepSeek-V3 shapes.
   std::vector<int64_t> mla_heads{16, 64, 128}, mla_pages{64, 128};
   std::vector<DType> mla_cache{DType::kBF16, DType::k_f8e4m3fn};
@@ -310,6 +311,11 @@ inline int parse_args(int argc, char** argv, Options* o) {
 
   app.option_defaults()->group("Output");
   app.add_flag("--json", o->json, "one JSON object per case on stdout instead of the table (keys below)");
+  app.add_option("--plot", o->plot,
+                 "also draw % of copy by shape and mode, one panel per operation, into\n"
+                 "FILE (.png, .svg or .pdf): the cases' JSON goes to a temporary file\n"
+                 "that python3 python/fusednorm/plot.py (matplotlib) draws at the end")
+      ->type_name("FILE");
   app.set_help_flag("-h,--help", "this text");
 
   try {
@@ -318,6 +324,10 @@ inline int parse_args(int argc, char** argv, Options* o) {
     return app.exit(e);  // the help on stdout, 0
   } catch (const CLI::ParseError& e) {
     fprintf(stderr, "fusednorm-bench: %s (try --help)\n", e.what());
+    return 2;
+  }
+  if (!o->plot.empty() && o->scalar_speedup) {
+    fprintf(stderr, "fusednorm-bench: --plot draws the cases of a run, --scalar-speedup has none (try --help)\n");
     return 2;
   }
   o->set_qk_shapes = app.count("--qk-shapes") > 0;

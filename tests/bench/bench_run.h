@@ -44,7 +44,7 @@ struct Run {
   double copy = 0;
   size_t rotate_bytes = 0;
   RandomPool x_pool, w_pool;
-  std::vector<FILE*> json_out;  // where the cases' JSON lines go: stdout with --json
+  std::vector<FILE*> json_out;  // where the cases' JSON lines go: stdout (--json), --plot's file
   long long total_mismatches = 0;
   int failures = 0, cases_done = 0, cases_total = 0, skipped = 0;
   std::set<std::string> noted;  // notes already printed
@@ -248,7 +248,7 @@ struct Run {
   }
 
   // One case: its JSON line (the common keys, extra(j)'s, then the result) where JSON goes (stdout
-  // with --json), and its row of the table unless --json. cols_text: the table's
+  // with --json, --plot's file), and its row of the table unless --json. cols_text: the table's
   // cols column (qk_rmsnorm: "4096+512"; JSON has the sum and the op's own keys).
   template <class Extra>
   void print_row(const char* op, const std::string& mode, DType in, DType out, int64_t rows, int64_t cols,

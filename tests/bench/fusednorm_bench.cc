@@ -18,6 +18,7 @@
 #include "bench_device.h"
 #include "bench_fp4.h"
 #include "bench_options.h"
+#include "bench_plot.h"
 #include "bench_qk.h"
 #include "bench_run.h"
 #include "bench_mla.h"  // --ops mla
@@ -126,6 +127,11 @@ int main(int argc, char** argv) {
     fprintf(stderr, "fusednorm-bench: %s\n", err.c_str());
     return 2;
   }
+  Plot plot;
+  if (!o.plot.empty() && !plot.open(o.plot, &err)) {
+    fprintf(stderr, "fusednorm-bench: %s\n", err.c_str());
+    return 2;
+  }
   if (dev->is_host() && o.timing != "auto")
     fprintf(stderr, "fusednorm-bench: note: --timing %s applies to GPU devices; the CPU is timed with the host clock\n",
             o.timing.c_str());
@@ -138,6 +144,7 @@ int main(int argc, char** argv) {
       }
       Run run(o, *dev, threads);
       if (o.json) run.json_out.push_back(stdout);
+      if (plot.json()) run.json_out.push_back(plot.json());
       const bool host = dev->is_host();
       const size_t cache = dev->cache_bytes();  // CPU: last level; GPU: L2
       run.rotate_bytes = o.rotate_mib > 0 ? size_t(o.rotate_mib * kMiB)
@@ -179,5 +186,9 @@ int main(int argc, char** argv) {
       rc = 1;
     }
   });
+  if (!o.plot.empty() && !plot.draw(&err)) {  // drawn also after a failed case: its row says so
+    fprintf(stderr, "fusednorm-bench: %s\n", err.c_str());
+    rc = rc ? rc : 1;
+  }
   return rc;
 }
