@@ -37,7 +37,14 @@ def read_cases(paths):
     (the --scalar-speedup line, blank lines) are left out."""
     cases = []
     for path in paths:
-        text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
+        try:
+            if path == "-":
+                text = sys.stdin.read()
+            else:
+                with open(path, encoding="utf-8") as f:
+                    text = f.read()
+        except OSError as e:
+            fail(f"{path}: {e.strerror}")
         for n, line in enumerate(text.splitlines(), 1):
             line = line.strip()
             if not line or line.startswith("#"):

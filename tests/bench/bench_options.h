@@ -130,7 +130,6 @@ inline bool parse_pos_double(const std::string& s, double* v) {
   return true;
 }
 
-
 // An option's text into its field(s): false, with *err saying why, for a bad value.
 using ValueParser = std::function<bool(const std::string&, std::string*)>;
 
