@@ -232,8 +232,9 @@ inline int parse_args(int argc, char** argv, Options* o) {
                "tokens 1,8,64,4096,16384 unless --tokens; --quick: 1,64,4096)\n"
                "[rmsnorm_quant,rmsnorm_fp4,qk_rmsnorm]");
   value_option(app, "--qk-shapes", "LIST", list_into<std::array<int64_t, 3>>(&o->qk_shapes, parse_qk_shape, "entry", " (ROWSxNQxNK)"),
-               "qk_rmsnorm shapes ROWSxNQxNK: stats, apply, fused, stats+apply and\n"
-               "fused_head128 at each, for every --in dtype\n"
+               "qk_rmsnorm shapes ROWSxNQxNK: stats, apply, fused, stats+apply,\n"
+               "fused_head128, fused_e4m3fn and fused_e4m3fnuz (FP8 outputs with static\n"
+               "scales) at each, for every --in dtype\n"
                "[16x4096x512,16384x4096x512 and Modular's: 16x1536x256,512x1536x256,\n"
                "2048x4096x512,16x1536x257,4x8192x8192,16x512x512]");
   value_option(app, "--mla-heads", "LIST", list_into<int64_t>(&o->mla_heads, parse_pos_int, "head count"),
