@@ -7,9 +7,7 @@
 # torch.compile, with ${FUSEDNORM_COMPARE_ARGS:---tokens 1,8,16384}; needs PyTorch with Triton)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-root=$PWD
-out=${OUT:-$root/build-gpu/out}
-mkdir -p "$out"
+source tests/scripts/gpu_env.sh
 steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(all)
 want() { for s in "${steps[@]}"; do { [ "$s" = all ] && [ "$1" != profile ] && [ "$1" != compare ]; } || [ "$s" = "$1" ] && return 0; done; return 1; }
@@ -18,12 +16,9 @@ status=0
 gpu_tests=(test_gpu_rmsnorm_quant test_gpu_rmsnorm_fp4 test_gpu_qk_rmsnorm test_gpu_mla)
 note() { echo "== $*" | tee -a "$out/summary.txt"; }
 
-source tests/scripts/gpu_env.sh
-
 if want build || want test || want sanitize || want bench || want compare || want profile; then
   t0=$(date +%s)
-  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DFUSEDNORM_CUDA=ON \
-    -DFUSEDNORM_CUDA_ARCHITECTURES="${FUSEDNORM_CUDA_ARCHITECTURES:-90a-real}" >"$out/configure.log" 2>&1 &&
+  gpu_configure >"$out/configure.log" 2>&1 &&
     ninja -C build-gpu fusednorm fusednorm_cuda fusednorm-bench "${gpu_tests[@]}" test_gpu_concurrency \
       >"$out/build.log" 2>&1
   rc=$?

@@ -5,7 +5,11 @@
 # nlohmann-json3-dev`), unpacked under
 # build-gpu/deps; NCCL's header, where the system has none, from ${FUSEDNORM_DEPS_DIR}/nccl/include
 # (a copy of the nccl.h the CUDA toolkit or a development machine has), for the NCCL example.
-# Expects $root (the repository root).
+# Sourced from the repository root: sets root and out (${OUT:-build-gpu/out}, created), and
+# gpu_configure, the one CMake configuration of build-gpu both scripts build in.
+root=$PWD
+out=${OUT:-$root/build-gpu/out}
+mkdir -p "$out"
 deps_dir=${FUSEDNORM_DEPS_DIR:-$root/.deps}
 if [ ! -f /usr/include/hwy/highway.h ]; then
   deps=$root/build-gpu/deps
@@ -23,3 +27,10 @@ if [ -z "${NCCL_HOME:-}" ] && [ -f "$deps_dir/nccl/include/nccl.h" ] &&
 fi
 # libnccl.so.2 where the toolkit keeps it (examples/CMakeLists.txt finds it there at build time).
 export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/usr/local/cuda/lib64:/usr/local/cuda/lib"
+
+# Configures build-gpu (Release, the CUDA plugin for ${FUSEDNORM_CUDA_ARCHITECTURES:-90a-real});
+# extra CMake arguments follow.
+gpu_configure() {
+  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DFUSEDNORM_CUDA=ON \
+    -DFUSEDNORM_CUDA_ARCHITECTURES="${FUSEDNORM_CUDA_ARCHITECTURES:-90a-real}" "$@"
+}

@@ -8,13 +8,10 @@
 # Usage: bash tests/scripts/multigpu.sh [build] [test] [bench]   (default: all three)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-root=$PWD
-out=${OUT:-$root/build-gpu/out}
-mkdir -p "$out"
+source tests/scripts/gpu_env.sh
 steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(build test bench)
 want() { for s in "${steps[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
-source tests/scripts/gpu_env.sh
 export NCCL_NVLS_ENABLE=0
 summary=$out/multigpu_summary.md
 status=0
@@ -22,8 +19,7 @@ exe=./build-gpu/examples/fusednorm-qk-tp-nccl
 
 if want build; then
   t0=$(date +%s)
-  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DFUSEDNORM_CUDA=ON \
-    -DFUSEDNORM_CUDA_ARCHITECTURES="${FUSEDNORM_CUDA_ARCHITECTURES:-90a-real}" >"$out/multigpu_configure.log" 2>&1 &&
+  gpu_configure >"$out/multigpu_configure.log" 2>&1 &&
     ninja -C build-gpu fusednorm fusednorm_cuda fusednorm-qk-tp-nccl >"$out/multigpu_build.log" 2>&1
   rc=$?
   echo "build: rc=$rc in $(( $(date +%s) - t0 )) s"
