@@ -56,27 +56,42 @@ def best_us_enqueue(fn, n, sync, chunk=256):
     return best * 1e6
 
 
+def c_call(lib, ptrs, device, stream=None):
+    """fusednorm_rmsnorm_quant through ctypes on prepared DLTensors: x [1, 128] f32, w [128] f32,
+    q [1, 128] f8e4m3fn, s [1, 1] f32 at the data pointers `ptrs` on `device`. Returns what the
+    call needs kept alive, and the call."""
+    tensors = [fc.dl_tensor(ptrs[0], device, fc.kDLFloat, 32, (1, 128)),
+               fc.dl_tensor(ptrs[1], device, fc.kDLFloat, 32, (128,)),
+               fc.dl_tensor(ptrs[2], device, fc.kDLFloat8_e4m3fn, 8, (1, 128)),
+               fc.dl_tensor(ptrs[3], device, fc.kDLFloat, 32, (1, 1))]
+    opts = fc.RmsnormQuantOptions()
+    lib.fusednorm_rmsnorm_quant_options_init(ctypes.byref(opts))
+    px, pw, pq, ps, po = (ctypes.byref(t) for t in tensors + [opts])
+    fn = lib.fusednorm_rmsnorm_quant
+    return (tensors, opts), lambda: fn(px, None, pw, pq, ps, po, stream)
+
+
+def print_rows(rows, timer):
+    """Each row's time by `timer` and its difference to the first row's (the C call)."""
+    base = None
+    for name, fn in rows:
+        us = timer(fn)
+        base = us if base is None else base
+        print("  %-24s %6.2f us  %+6.2f us" % (name, us, us - base))
+
+
 def cuda_rows(lib, torch):
-    """The GPU lines: the C call (ctypes, prepared DLTensors, the current stream) and the Python calls."""
+    """The GPU lines: the C call (the current stream) and the Python calls."""
     dev = torch.device("cuda", 0)
     x = torch.randn(1, 128, device=dev)
     w = torch.ones(128, device=dev)
     q = torch.empty(1, 128, dtype=torch.float8_e4m3fn, device=dev)
     s = torch.empty(1, 1, device=dev)
-    gpu = (fc.kDLCUDA, 0)
-    tensors = [fc.dl_tensor(x.data_ptr(), gpu, fc.kDLFloat, 32, tuple(x.shape)),
-               fc.dl_tensor(w.data_ptr(), gpu, fc.kDLFloat, 32, tuple(w.shape)),
-               fc.dl_tensor(q.data_ptr(), gpu, fc.kDLFloat8_e4m3fn, 8, tuple(q.shape)),
-               fc.dl_tensor(s.data_ptr(), gpu, fc.kDLFloat, 32, tuple(s.shape))]
-    opts = fc.RmsnormQuantOptions()
-    lib.fusednorm_rmsnorm_quant_options_init(ctypes.byref(opts))
-    px, pw, pq, ps, po = (ctypes.byref(t) for t in tensors + [opts])
     stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
-    c_call = lib.fusednorm_rmsnorm_quant
-    keep = (x, w, q, s, tensors, opts)  # alive while the lambdas run
-    return keep, [("C (ctypes), cuda:0", lambda: c_call(px, None, pw, pq, ps, po, stream)),
-                  ("torch CUDA, out=", lambda: fusednorm.rmsnorm_quant(x, w, out=(q, s))),
-                  ("torch CUDA, functional", lambda: fusednorm.rmsnorm_quant(x, w))]
+    keep, call = c_call(lib, [t.data_ptr() for t in (x, w, q, s)], (fc.kDLCUDA, 0), stream)
+    return (keep, x, w, q, s), [("C (ctypes), cuda:0", call),
+                                ("torch CUDA, out=", lambda: fusednorm.rmsnorm_quant(x, w, out=(q, s))),
+                                ("torch CUDA, functional", lambda: fusednorm.rmsnorm_quant(x, w))]
 
 
 def main(n=20000):
@@ -88,48 +103,32 @@ def main(n=20000):
     w = np.ones(128, np.float32)
     q = np.zeros((1, 128), ml_dtypes.float8_e4m3fn)
     s = np.zeros((1, 1), np.float32)
-    cpu = (fc.kDLCPU, 0)
-    tensors = [fc.dl_tensor(x.ctypes.data, cpu, fc.kDLFloat, 32, x.shape),
-               fc.dl_tensor(w.ctypes.data, cpu, fc.kDLFloat, 32, w.shape),
-               fc.dl_tensor(q.ctypes.data, cpu, fc.kDLFloat8_e4m3fn, 8, q.shape),
-               fc.dl_tensor(s.ctypes.data, cpu, fc.kDLFloat, 32, s.shape)]
-    opts = fc.RmsnormQuantOptions()
-    lib.fusednorm_rmsnorm_quant_options_init(ctypes.byref(opts))
-    px, pw, pq, ps, po = (ctypes.byref(t) for t in tensors + [opts])
-    c_call = lib.fusednorm_rmsnorm_quant
-    rows = [("C (ctypes)", lambda: c_call(px, None, pw, pq, ps, po, None)),
+    keep, call = c_call(lib, [a.ctypes.data for a in (x, w, q, s)], (fc.kDLCPU, 0))
+    rows = [("C (ctypes)", call),
             ("numpy, out=", lambda: fusednorm.rmsnorm_quant(x, w, out=(q, s))),
             ("numpy, functional", lambda: fusednorm.rmsnorm_quant(x, w))]
     try:
         import torch
+    except ImportError:
+        torch = None
+        print("(no PyTorch: its rows are left out)")
+    if torch is not None:
         xt, wt = torch.from_numpy(x), torch.from_numpy(w)
         qt, st = torch.empty(1, 128, dtype=torch.float8_e4m3fn), torch.empty(1, 1)
         rows += [("torch CPU, out=", lambda: fusednorm.rmsnorm_quant(xt, wt, out=(qt, st))),
                  ("torch CPU, functional", lambda: fusednorm.rmsnorm_quant(xt, wt))]
-    except ImportError:
-        print("(no PyTorch: its rows are left out)")
-    base = None
     print("fusednorm %s, %s; rmsnorm_quant [1, 128] f32 -> f8e4m3fn, per call:" % (fusednorm.version(),
                                                                                  fusednorm.cpu_target()))
-    for name, fn in rows:
-        us = best_us(fn, n)
-        base = us if base is None else base
-        print("  %-24s %6.2f us  %+6.2f us" % (name, us, us - base))
-    try:
-        import torch
-    except ImportError:
+    print_rows(rows, lambda fn: best_us(fn, n))
+    if torch is None:
         return
     if not torch.cuda.is_available():
         print("(PyTorch sees no CUDA device: no GPU lines)")
         return
-    keep, rows = cuda_rows(lib, torch)
+    keep_gpu, rows = cuda_rows(lib, torch)
     print("%s; per call, host time to enqueue:" % torch.cuda.get_device_name(0))
-    base = None
-    for name, fn in rows:
-        us = best_us_enqueue(fn, n, torch.cuda.synchronize)
-        base = us if base is None else base
-        print("  %-24s %6.2f us  %+6.2f us" % (name, us, us - base))
-    del keep
+    print_rows(rows, lambda fn: best_us_enqueue(fn, n, torch.cuda.synchronize))
+    del keep, keep_gpu
 
 
 if __name__ == "__main__":
