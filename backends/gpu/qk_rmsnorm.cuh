@@ -1,8 +1,9 @@
 // Compiled twice: as CUDA and as HIP, as one unit of its own (FUSEDNORM_GPU_OPS). qk_rmsnorm on
-// the GPU (docs/numerics.md §5): one kernel per input dtype serves stats, apply and the fused
-// form (call.kind), for whole rows and for heads alike, and one per input dtype and FP8 output
-// format (f8e4m3fn, f8e4m3fnuz): a side (q or k) is a run of RMS groups of G elements (the row,
-// or a head), and every group is mapped the same way.
+// the GPU (docs/numerics.md §5): qk_rmsnorm_kernel computes sums of squares, for stats and for
+// the fused form (for whole rows and for heads alike); qk_apply_kernel applies given sums,
+// element-wise. Each comes per input dtype and output dtype (the input's; f8e4m3fn, f8e4m3fnuz).
+// In qk_rmsnorm_kernel a side (q or k) is a run of RMS groups of G elements (the row, or a head),
+// and every group is mapped the same way.
 //
 // A group takes T = P / 8 threads (P = reduction_partials(G)); thread t owns the 8 consecutive
 // partial sums 8t .. 8t+7 of the canonical reduction (docs/numerics.md §2), i.e. elements
@@ -47,6 +48,8 @@ struct QkShape {
   int32_t access_in, access_out, access_w, access_stats;
   int64_t groups;            // groups of the side: rows * (width / G)
   int64_t batches;           // blocks' worth of groups: ceil(groups / groups_per_block)
+  int64_t vectors_per_group; // apply: ceil(G / 8)
+  int64_t vectors;           // apply: groups * vectors_per_group
 };
 struct QkLaunch {
   QkShape side[2];        // q, k
@@ -124,8 +127,18 @@ __device__ __forceinline__ void qk_apply_vec(const QkRmsnormCall& c, const QkSid
   store_vec<Out::kBytes, kQkVec>(out, e0, G, sh.access_out, o);
 }
 
+// FP8 outputs: 1 / side j's static scale (1 for outputs of the input's type).
 template <DType kIn, DType kOut>
-__global__ void __launch_bounds__(kQkMaxBlock)
+__device__ __forceinline__ float qk_out_rcp(const QkRmsnormCall& c, const QkLaunch& L, int j) {
+  if constexpr (kOut == kIn) return 1.0f;
+  else return math::div_rn(1.0f, math::float_of(load_elem<4>(c.out_scales, j, L.access_scales)));
+}
+
+// Stats and the fused form (apply: qk_apply_kernel). Registers a thread: the fused form keeps its
+// group's vectors and weights of kQkRegSteps steps (up to 128: one block of 512 threads an SM,
+// or two of 256); stats keeps the vectors only, in 64 (80 with f32 inputs): twice the blocks.
+template <DType kIn, DType kOut, QkKind kKind>
+__global__ void FN_KERNEL_BOUNDS(kQkMaxBlock, kKind != QkKind::kStats ? 128 : kIn == DType::kF32 ? 80 : 64)
     qk_rmsnorm_kernel(FN_GRID_CONSTANT const QkRmsnormCall c, FN_GRID_CONSTANT const QkLaunch L) {
   using In = InTraits<kIn>;
   constexpr int kOutBytes = QkOut<kIn, kOut>::kBytes;
@@ -172,53 +185,45 @@ __global__ void __launch_bounds__(kQkMaxBlock)
     for (int st = 0; st < kRegSteps; ++st)
       if (active && st < S && st * P + kQkVec * t < G)
         load_vec<In::kBytes, kQkVec>(x, st * P + kQkVec * t, G, sh.access_in, w[st]);
-    // 16-bit inputs: the weights of those steps too (apply, fused), so that their latency overlaps
+    // 16-bit inputs: the weights of those steps too (fused), so that their latency overlaps
     // the reduction's and no store of the apply pass stands between them and their use (f32
     // inputs load them in the apply pass: with x's 32 words they would spill).
-    constexpr bool kEarlyWeights = kIn != DType::kF32;
+    constexpr bool kEarlyWeights = kIn != DType::kF32 && kKind == QkKind::kFused;
     uint32_t gw[kRegSteps][kQkVec];
-    if (kEarlyWeights && c.kind != QkKind::kStats)
+    if (kEarlyWeights)
 #pragma unroll
       for (int st = 0; st < kRegSteps; ++st)
         if (active && st < S && st * P + kQkVec * t < G) qk_load_weights(s, sh, st * P + kQkVec * t, G, gw[st]);
     gpu_allow_next_grid();
-    float inv = 0.0f;
-    if (c.kind != QkKind::kApply) {
-      // The canonical sum of squares: this thread's 8 partials in step order, then the tree.
-      float part[kQkVec];
+    // The canonical sum of squares: this thread's 8 partials in step order, then the tree.
+    float part[kQkVec];
 #pragma unroll
-      for (int e = 0; e < kQkVec; ++e) part[e] = 0.0f;
+    for (int e = 0; e < kQkVec; ++e) part[e] = 0.0f;
 #pragma unroll
-      for (int st = 0; st < kRegSteps; ++st)
-        if (active && st < S && st * P + kQkVec * t < G) qk_accumulate<kIn>(w[st], part);
-      for (int st = kRegSteps; st < S; ++st)
-        if (active && st * P + kQkVec * t < G) {
-          uint32_t v[kW];
-          load_vec<In::kBytes, kQkVec>(x, st * P + kQkVec * t, G, sh.access_in, v);
-          qk_accumulate<kIn>(v, part);
-        }
-#pragma unroll
-      for (int n = kQkVec; n > 1; n /= 2)
-#pragma unroll
-        for (int e = 0; e < n / 2; ++e) part[e] = math::add_rn(part[2 * e], part[2 * e + 1]);
-      const bool stats = c.kind == QkKind::kStats;
-      const float r = row_reduce_finish<kGpuWarp, true, true>(part[0], t, T, gib, red[parity], QkAdd(),
-                                                              QkFinish{&c, &s, stats}, inv_of_group[parity]);
-      if (stats) {
-        if (active && t == 0)
-          store_elem<4>(row_at<false>(c.lead, c.stats, row), j, math::encode_f32<false>(r), sh.access_stats);
-        continue;
+    for (int st = 0; st < kRegSteps; ++st)
+      if (active && st < S && st * P + kQkVec * t < G) qk_accumulate<kIn>(w[st], part);
+    for (int st = kRegSteps; st < S; ++st)
+      if (active && st * P + kQkVec * t < G) {
+        uint32_t v[kW];
+        load_vec<In::kBytes, kQkVec>(x, st * P + kQkVec * t, G, sh.access_in, v);
+        qk_accumulate<kIn>(v, part);
       }
-      inv = r;
-    } else if (active) {
-      inv = qk_inv_rms(c, s, math::float_of(load_elem<4>(row_at<false>(c.lead, c.stats, row), j, sh.access_stats)));
+#pragma unroll
+    for (int n = kQkVec; n > 1; n /= 2)
+#pragma unroll
+      for (int e = 0; e < n / 2; ++e) part[e] = math::add_rn(part[2 * e], part[2 * e + 1]);
+    constexpr bool stats = kKind == QkKind::kStats;
+    const float inv = row_reduce_finish<kGpuWarp, true, true>(part[0], t, T, gib, red[parity], QkAdd(),
+                                                              QkFinish{&c, &s, stats}, inv_of_group[parity]);
+    if constexpr (stats) {
+      if (active && t == 0)
+        store_elem<4>(row_at<false>(c.lead, c.stats, row), j, math::encode_f32<false>(inv), sh.access_stats);
+      continue;
     }
     if (!active) continue;
 
     char* out = row_at<false>(c.lead, s.out, row) + head * G * kOutBytes;
-    float rcp = 1.0f;
-    if constexpr (kOut != kIn)
-      rcp = math::div_rn(1.0f, math::float_of(load_elem<4>(c.out_scales, j, L.access_scales)));
+    const float rcp = qk_out_rcp<kIn, kOut>(c, L, j);
 #pragma unroll
     for (int st = 0; st < kRegSteps; ++st)
       if (st < S && st * P + kQkVec * t < G) {
@@ -232,6 +237,65 @@ __global__ void __launch_bounds__(kQkMaxBlock)
         qk_load_weights(s, sh, st * P + kQkVec * t, G, vw);
         qk_apply_vec<kIn, kOut>(c, s, sh, st * P + kQkVec * t, G, v, vw, inv, rcp, out);
       }
+  }
+}
+
+// apply, with the sums given: element-wise. The vectors of 8 elements of a side are numbered
+// row by row (f = row * V + v, V = ceil(width / 8); q's, then k's); a block's threads take
+// kQkApplyBytes / (8 * input bytes) consecutive runs of kQkBlock of them (4 with 16-bit inputs, 2
+// with f32) and load them all before any arithmetic, so that 64 bytes a thread are in flight with
+// few registers (80: three blocks an SM). An element's arithmetic is the fused form's.
+constexpr int kQkApplyBytes = 64;
+__host__ __device__ constexpr int qk_apply_unroll(int in_bytes) { return kQkApplyBytes / (kQkVec * in_bytes); }
+
+template <DType kIn, DType kOut>
+__global__ void FN_KERNEL_BOUNDS(kQkBlock, 80)
+    qk_apply_kernel(FN_GRID_CONSTANT const QkRmsnormCall c, FN_GRID_CONSTANT const QkLaunch L) {
+  using In = InTraits<kIn>;
+  constexpr int kW = Vec<In::kBytes, kQkVec>::kWords;
+  constexpr int kU = qk_apply_unroll(In::kBytes);
+  gpu_wait_for_previous_grid();
+  const int64_t vq = L.side[0].vectors, total = vq + L.side[1].vectors;
+  const float rcp[2] = {qk_out_rcp<kIn, kOut>(c, L, 0), qk_out_rcp<kIn, kOut>(c, L, 1)};
+  // Vector f's side, row and first element (a 32-bit division while f fits).
+  auto locate = [&](int64_t f, int& j, int64_t& row, int32_t& e0) {
+    j = f >= vq;
+    const int64_t fl = j ? f - vq : f;
+    const int64_t V = L.side[j].vectors_per_group;
+    row = fl <= int64_t(UINT32_MAX) ? int64_t(uint32_t(fl) / uint32_t(V)) : fl / V;
+    e0 = int32_t(fl - row * V) * kQkVec;
+  };
+  for (int64_t base = int64_t(blockIdx.x) * kQkBlock * kU; base < total; base += int64_t(gridDim.x) * kQkBlock * kU) {
+    uint32_t v[kU][kW];
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const int64_t f = base + u * kQkBlock + threadIdx.x;
+      if (f >= total) break;
+      int j;
+      int64_t row;
+      int32_t e0;
+      locate(f, j, row, e0);
+      const QkSide& s = j ? c.k : c.q;
+      load_vec<In::kBytes, kQkVec>(row_at<false>(c.lead, s.in, row), e0, int32_t(s.group), L.side[j].access_in, v[u]);
+    }
+    gpu_allow_next_grid();
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const int64_t f = base + u * kQkBlock + threadIdx.x;
+      if (f >= total) break;
+      int j;
+      int64_t row;
+      int32_t e0;
+      locate(f, j, row, e0);
+      const QkSide& s = j ? c.k : c.q;
+      const QkShape& sh = L.side[j];
+      const int32_t G = int32_t(s.group);
+      const float inv =
+          qk_inv_rms(c, s, math::float_of(load_elem<4>(row_at<false>(c.lead, c.stats, row), j, sh.access_stats)));
+      uint32_t ww[kQkVec];
+      qk_load_weights(s, sh, e0, G, ww);
+      qk_apply_vec<kIn, kOut>(c, s, sh, e0, G, v[u], ww, inv, rcp[j], row_at<false>(c.lead, s.out, row));
+    }
   }
 }
 
@@ -261,13 +325,27 @@ inline QkShape qk_shape(const QkRmsnormCall& c, const QkSide& s) {
   return sh;
 }
 
-// The kernel of an input dtype and output dtype (the input's, or FP8): 9 instantiations.
-template <DType kIn>
+// The kernel of an input dtype, output dtype (the input's, or FP8) and kind: stats (1 per input
+// dtype), apply and fused (3 each): 21 instantiations.
+template <DType kIn, DType kOut, QkKind kKind>
+QkKernelFn qk_kernel() {
+  if constexpr (kKind == QkKind::kApply) return &qk_apply_kernel<kIn, kOut>;
+  else return &qk_rmsnorm_kernel<kIn, kOut, kKind>;
+}
+template <DType kIn, QkKind kKind>
 QkKernelFn qk_kernel_for(DType out) {
   switch (out) {
-    case DType::k_f8e4m3fn: return &qk_rmsnorm_kernel<kIn, DType::k_f8e4m3fn>;
-    case DType::k_f8e4m3fnuz: return &qk_rmsnorm_kernel<kIn, DType::k_f8e4m3fnuz>;
-    default: return &qk_rmsnorm_kernel<kIn, kIn>;
+    case DType::k_f8e4m3fn: return qk_kernel<kIn, DType::k_f8e4m3fn, kKind>();
+    case DType::k_f8e4m3fnuz: return qk_kernel<kIn, DType::k_f8e4m3fnuz, kKind>();
+    default: return qk_kernel<kIn, kIn, kKind>();
+  }
+}
+template <DType kIn>
+QkKernelFn qk_kernel_for(QkKind kind, DType out) {
+  switch (kind) {
+    case QkKind::kStats: return &qk_rmsnorm_kernel<kIn, kIn, QkKind::kStats>;
+    case QkKind::kApply: return qk_kernel_for<kIn, QkKind::kApply>(out);
+    default: return qk_kernel_for<kIn, QkKind::kFused>(out);
   }
 }
 
@@ -283,20 +361,33 @@ fusednorm_status plugin_qk_rmsnorm(const QkRmsnormCall* call, int32_t device, vo
   QkLaunch L;
   L.side[0] = qk_shape(c, c.q);
   L.side[1] = qk_shape(c, c.k);
-  const int threads = std::max({kQkBlock, L.side[0].threads, L.side[1].threads});
-  for (QkShape& sh : L.side) {
-    sh.groups_per_block = threads / sh.threads;
-    sh.batches = (sh.groups + sh.groups_per_block - 1) / sh.groups_per_block;
-  }
-  const DeviceFacts& dev = g_devices[size_t(device)];
-  // Persistent: at most the blocks of up to 2048 threads an SM can hold at once.
-  const int64_t batches = L.side[0].batches + L.side[1].batches;
-  const int64_t blocks = std::min<int64_t>(batches, int64_t(dev.multiprocessors) * (2048 / threads));
   L.access_scales = reinterpret_cast<uintptr_t>(c.out_scales) % 4 == 0 ? kElements : kBytesOnly;
-  const DType out = c.kind == QkKind::kStats ? c.in_type : c.out_type;
-  QkKernelFn fn = c.in_type == DType::kF32   ? qk_kernel_for<DType::kF32>(out)
-                  : c.in_type == DType::kF16 ? qk_kernel_for<DType::kF16>(out)
-                                             : qk_kernel_for<DType::kBF16>(out);
+  const DeviceFacts& dev = g_devices[size_t(device)];
+  // Persistent grids: at most the blocks of up to 2048 threads an SM can hold at once.
+  const int64_t resident = int64_t(dev.multiprocessors) * 2048;
+  int threads = kQkBlock;
+  int64_t blocks = 0;
+  if (c.kind == QkKind::kApply) {
+    const QkSide* sides[2] = {&c.q, &c.k};
+    for (int j = 0; j < 2; ++j) {
+      QkShape& sh = L.side[j];
+      sh.vectors_per_group = (sides[j]->group + kQkVec - 1) / kQkVec;
+      sh.vectors = sh.groups * sh.vectors_per_group;
+    }
+    const int64_t per_block = int64_t(kQkBlock) * qk_apply_unroll(c.in_type == DType::kF32 ? 4 : 2);
+    blocks = std::min<int64_t>((L.side[0].vectors + L.side[1].vectors + per_block - 1) / per_block, resident / threads);
+  } else {
+    threads = std::max({kQkBlock, L.side[0].threads, L.side[1].threads});
+    for (QkShape& sh : L.side) {
+      sh.groups_per_block = threads / sh.threads;
+      sh.batches = (sh.groups + sh.groups_per_block - 1) / sh.groups_per_block;
+    }
+    blocks = std::min<int64_t>(L.side[0].batches + L.side[1].batches, resident / threads);
+  }
+  if (blocks == 0) return FUSEDNORM_SUCCESS;
+  QkKernelFn fn = c.in_type == DType::kF32   ? qk_kernel_for<DType::kF32>(c.kind, c.out_type)
+                  : c.in_type == DType::kF16 ? qk_kernel_for<DType::kF16>(c.kind, c.out_type)
+                                             : qk_kernel_for<DType::kBF16>(c.kind, c.out_type);
   gpuError_t e = launch_pdl(fn, dev, unsigned(blocks), unsigned(threads), 0, static_cast<gpuStream_t>(stream), c, L);
   if (e == gpuSuccess) e = gpuGetLastError();
   if (e != gpuSuccess) return vendor_error(e, "launching qk_rmsnorm", msg, n);

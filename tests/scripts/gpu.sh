@@ -2,21 +2,29 @@
 # GPU build, tests and benchmark in one script, for an NVIDIA machine with nvcc 13, CMake and
 # ninja and no network (libraries the system lacks: tests/scripts/gpu_env.sh). Logs go to
 # ${OUT:-build-gpu/out}. Several GPUs: tests/scripts/multigpu.sh.
-# Usage: bash tests/scripts/gpu.sh [build|test|sanitize|bench|compare|profile|all]...
-# (default: all but compare and profile; compare: tests/bench/torch_compare.py, fusednorm against
+# Usage: bash tests/scripts/gpu.sh [build|test|sanitize|bench|python|compare|profile|all]...
+# (default: all but python, compare and profile; python: the Python package built against this
+# build, its pytest suite with the CUDA cases of python/tests/test_gpu.py, and the per-call
+# overhead, with python3 holding PyTorch, NumPy, ml_dtypes, pytest, nanobind and
+# scikit-build-core (the device image); compare: tests/bench/torch_compare.py, fusednorm against
 # torch.compile, with ${FUSEDNORM_COMPARE_ARGS:---tokens 1,8,16384}; needs PyTorch with Triton)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source tests/scripts/gpu_env.sh
 steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(all)
-want() { for s in "${steps[@]}"; do { [ "$s" = all ] && [ "$1" != profile ] && [ "$1" != compare ]; } || [ "$s" = "$1" ] && return 0; done; return 1; }
+want() {
+  for s in "${steps[@]}"; do
+    { [ "$s" = all ] && [ "$1" != profile ] && [ "$1" != compare ] && [ "$1" != python ]; } || [ "$s" = "$1" ] && return 0
+  done
+  return 1
+}
 status=0
 # One GPU test executable per operation (tests/gpu/), and the many-threads x many-streams test.
 gpu_tests=(test_gpu_rmsnorm_quant test_gpu_rmsnorm_fp4 test_gpu_qk_rmsnorm test_gpu_mla)
 note() { echo "== $*" | tee -a "$out/summary.txt"; }
 
-if want build || want test || want sanitize || want bench || want compare || want profile; then
+if want build || want test || want sanitize || want bench || want python || want compare || want profile; then
   t0=$(date +%s)
   gpu_configure >"$out/configure.log" 2>&1 &&
     ninja -C build-gpu fusednorm fusednorm_cuda fusednorm-bench "${gpu_tests[@]}" test_gpu_concurrency \
@@ -85,6 +93,53 @@ if want bench; then
     2>"$out/bench_gpu_mla.err"
   rc=$?; [ $rc -eq 0 ] || status=1
   note "bench mla: rc=$rc in $(( $(date +%s) - t0 )) s"
+fi
+if want python; then
+  # libfusednorm and the CUDA plugin installed under build-gpu/inst, the package built against
+  # them (docs/python.md) into build-gpu/site, then the whole suite (test_gpu.py's CUDA and CuPy
+  # cases run where PyTorch sees a GPU) and call_overhead.py.
+  t0=$(date +%s)
+  inst=$root/build-gpu/inst site=$root/build-gpu/site
+  rm -rf "$site"
+  { cmake --install build-gpu --prefix "$inst" &&
+    python3 -m pip install --no-build-isolation --no-deps --no-index --target "$site" ./python \
+      -Ccmake.define.FUSEDNORM_PYTHON_USE_INSTALLED=ON -Ccmake.define.fusednorm_ROOT="$inst"; } \
+    >"$out/python_build.log" 2>&1
+  rc=$?
+  note "python package: rc=$rc in $(( $(date +%s) - t0 )) s"
+  if [ $rc -eq 0 ]; then
+    # Import order (docs/python.md, known problems): each module imported before torch, in a
+    # fresh interpreter; and the shared libraries each of fusednorm and torch maps on its own.
+    for m in numpy ml_dtypes fusednorm._C fusednorm; do
+      PYTHONPATH=$site timeout 120 python3 -X faulthandler -c "import $m; import torch" >"$out/py_import_$m.log" 2>&1
+      note "import $m, then torch: rc=$?$(grep -m1 -o 'File .*line [0-9]*' "$out/py_import_$m.log" | sed 's/^/: /')"
+    done
+    for m in fusednorm torch; do
+      PYTHONPATH=$site python3 -c "import $m; print(open('/proc/self/maps').read())" 2>&1 |
+        awk '$6 ~ /\.so/ {print $6}' | sort -u >"$out/py_maps_$m.txt"
+    done
+    join -t/ -j1 <(sed 's|.*/||' "$out/py_maps_fusednorm.txt" | sort -u) <(sed 's|.*/||' "$out/py_maps_torch.txt" | sort -u) |
+      while read -r lib; do
+        a=$(grep "/$lib\$" "$out/py_maps_fusednorm.txt" | tr '\n' ' ') b=$(grep "/$lib\$" "$out/py_maps_torch.txt" | tr '\n' ' ')
+        [ "$a" = "$b" ] || note "  $lib: fusednorm maps $a, torch maps $b"
+      done
+    t0=$(date +%s)
+    PYTHONPATH=$site python3 -m pytest -q -p no:cacheprovider -rs python/tests >"$out/pytest.log" 2>&1
+    rc=$?; [ $rc -eq 0 ] || status=1
+    note "pytest: rc=$rc in $(( $(date +%s) - t0 )) s: $(tail -1 "$out/pytest.log")"
+    PYTHONPATH=$site python3 python/benchmarks/call_overhead.py >"$out/call_overhead.txt" 2>&1
+    rc=$?
+    if [ $rc -ne 0 ]; then  # the import-order problem: once more with torch imported first
+      PYTHONPATH=$site python3 -c "import torch, runpy; runpy.run_path('python/benchmarks/call_overhead.py', run_name='__main__')" \
+        >"$out/call_overhead.txt" 2>&1
+      rc=$?; [ $rc -eq 0 ] || status=1
+      note "call overhead failed (import order?); with torch imported first: rc=$rc"
+    fi
+    note "call overhead: rc=$rc ($out/call_overhead.txt)"
+  else
+    status=1
+    tail -20 "$out/python_build.log"
+  fi
 fi
 if want compare; then
   t0=$(date +%s)
