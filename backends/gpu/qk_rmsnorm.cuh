@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "backends/gpu/encode.cuh"
 #include "backends/gpu/gpu_runtime.h"
@@ -49,10 +50,10 @@ struct QkShape {
   int64_t groups;            // groups of the side: rows * (width / G)
   int64_t batches;           // blocks' worth of groups: ceil(groups / groups_per_block)
   int64_t vectors_per_group; // apply: ceil(G / 8)
-  int64_t vectors;           // apply: groups * vectors_per_group
 };
 struct QkLaunch {
   QkShape side[2];        // q, k
+  int64_t rows_per_block; // apply
   int32_t access_scales;  // FP8 outputs' scales: kElements, or kBytesOnly (any alignment)
 };
 
@@ -188,13 +189,18 @@ __global__ void FN_KERNEL_BOUNDS(kQkMaxBlock, kKind != QkKind::kStats ? 128 : kI
     // 16-bit inputs: the weights of those steps too (fused), so that their latency overlaps
     // the reduction's and no store of the apply pass stands between them and their use (f32
     // inputs load them in the apply pass: with x's 32 words they would spill).
-    constexpr bool kEarlyWeights = kIn != DType::kF32 && kKind == QkKind::kFused;
+    constexpr bool kEarlyWeights = kIn != DType::kF32 && kKind != QkKind::kStats;
     uint32_t gw[kRegSteps][kQkVec];
     if (kEarlyWeights)
 #pragma unroll
       for (int st = 0; st < kRegSteps; ++st)
         if (active && st < S && st * P + kQkVec * t < G) qk_load_weights(s, sh, st * P + kQkVec * t, G, gw[st]);
     gpu_allow_next_grid();
+    float inv;
+    if constexpr (kKind == QkKind::kApply) {  // temporary A/B
+      if (!active) continue;
+      inv = qk_inv_rms(c, s, math::float_of(load_elem<4>(row_at<false>(c.lead, c.stats, row), j, sh.access_stats)));
+    } else {
     // The canonical sum of squares: this thread's 8 partials in step order, then the tree.
     float part[kQkVec];
 #pragma unroll
@@ -213,12 +219,13 @@ __global__ void FN_KERNEL_BOUNDS(kQkMaxBlock, kKind != QkKind::kStats ? 128 : kI
 #pragma unroll
       for (int e = 0; e < n / 2; ++e) part[e] = math::add_rn(part[2 * e], part[2 * e + 1]);
     constexpr bool stats = kKind == QkKind::kStats;
-    const float inv = row_reduce_finish<kGpuWarp, true, true>(part[0], t, T, gib, red[parity], QkAdd(),
+    inv = row_reduce_finish<kGpuWarp, true, true>(part[0], t, T, gib, red[parity], QkAdd(),
                                                               QkFinish{&c, &s, stats}, inv_of_group[parity]);
     if constexpr (stats) {
       if (active && t == 0)
         store_elem<4>(row_at<false>(c.lead, c.stats, row), j, math::encode_f32<false>(inv), sh.access_stats);
       continue;
+    }
     }
     if (!active) continue;
 
@@ -240,12 +247,14 @@ __global__ void FN_KERNEL_BOUNDS(kQkMaxBlock, kKind != QkKind::kStats ? 128 : kI
   }
 }
 
-// apply, with the sums given: element-wise. The vectors of 8 elements of a side are numbered
-// row by row (f = row * V + v, V = ceil(width / 8); q's, then k's); a block's threads take
-// kQkApplyBytes / (8 * input bytes) consecutive runs of kQkBlock of them (4 with 16-bit inputs, 2
-// with f32) and load them all before any arithmetic, so that 64 bytes a thread are in flight with
-// few registers (80: three blocks an SM). An element's arithmetic is the fused form's.
+// apply, with the sums given: element-wise. A block takes batches of rows_per_block rows (q and
+// k parts: V = Vq + Vk vectors of 8 elements a row), numbered l = row * V + v within the batch;
+// each thread loads kQkApplyBytes / (8 * input bytes) of them (4 with 16-bit inputs, 2 with f32),
+// kQkBlock apart, before any arithmetic, so that 64 bytes a thread are in flight with few
+// registers, while the batch's 1 / rms values are computed once, into shared memory. An
+// element's arithmetic is the fused form's.
 constexpr int kQkApplyBytes = 64;
+constexpr int kQkApplyMaxRows = 512;
 __host__ __device__ constexpr int qk_apply_unroll(int in_bytes) { return kQkApplyBytes / (kQkVec * in_bytes); }
 
 template <DType kIn, DType kOut>
@@ -254,48 +263,62 @@ __global__ void FN_KERNEL_BOUNDS(kQkBlock, 80)
   using In = InTraits<kIn>;
   constexpr int kW = Vec<In::kBytes, kQkVec>::kWords;
   constexpr int kU = qk_apply_unroll(In::kBytes);
+  __shared__ float inv_of[2 * kQkApplyMaxRows];
   gpu_wait_for_previous_grid();
-  const int64_t vq = L.side[0].vectors, total = vq + L.side[1].vectors;
+  const int64_t vq = L.side[0].vectors_per_group, V = vq + L.side[1].vectors_per_group;
+  const int64_t R = L.rows_per_block, rows = c.lead.rows;
   const float rcp[2] = {qk_out_rcp<kIn, kOut>(c, L, 0), qk_out_rcp<kIn, kOut>(c, L, 1)};
-  // Vector f's side, row and first element (a 32-bit division while f fits).
-  auto locate = [&](int64_t f, int& j, int64_t& row, int32_t& e0) {
-    j = f >= vq;
-    const int64_t fl = j ? f - vq : f;
-    const int64_t V = L.side[j].vectors_per_group;
-    row = fl <= int64_t(UINT32_MAX) ? int64_t(uint32_t(fl) / uint32_t(V)) : fl / V;
-    e0 = int32_t(fl - row * V) * kQkVec;
-  };
-  for (int64_t base = int64_t(blockIdx.x) * kQkBlock * kU; base < total; base += int64_t(gridDim.x) * kQkBlock * kU) {
-    uint32_t v[kU][kW];
+  for (int64_t r0 = int64_t(blockIdx.x) * R; r0 < rows; r0 += int64_t(gridDim.x) * R) {
+    const int64_t n = (rows - r0 < R ? rows - r0 : R) * V;
+    // Vector l of the batch: its row (in the batch), side and first element (32-bit division
+    // while the batch has fewer than 2^32 vectors).
+    auto locate = [&](int64_t l, int64_t& r, int& j, int32_t& e0) {
+      r = n <= int64_t(UINT32_MAX) ? int64_t(uint32_t(l) / uint32_t(V)) : l / V;
+      const int64_t v = l - r * V;
+      j = v >= vq;
+      e0 = int32_t(j ? v - vq : v) * kQkVec;
+    };
+    for (int64_t l0 = 0; l0 < n; l0 += kQkBlock * kU) {
+      uint32_t x[kU][kW];
 #pragma unroll
-    for (int u = 0; u < kU; ++u) {
-      const int64_t f = base + u * kQkBlock + threadIdx.x;
-      if (f >= total) break;
-      int j;
-      int64_t row;
-      int32_t e0;
-      locate(f, j, row, e0);
-      const QkSide& s = j ? c.k : c.q;
-      load_vec<In::kBytes, kQkVec>(row_at<false>(c.lead, s.in, row), e0, int32_t(s.group), L.side[j].access_in, v[u]);
-    }
-    gpu_allow_next_grid();
+      for (int u = 0; u < kU; ++u) {
+        const int64_t l = l0 + u * kQkBlock + threadIdx.x;
+        if (l >= n) break;
+        int64_t r;
+        int j;
+        int32_t e0;
+        locate(l, r, j, e0);
+        const QkSide& s = j ? c.k : c.q;
+        load_vec<In::kBytes, kQkVec>(row_at<false>(c.lead, s.in, r0 + r), e0, int32_t(s.group), L.side[j].access_in,
+                                     x[u]);
+      }
+      if (l0 == 0) {
+        for (int64_t i = threadIdx.x; i < 2 * (n / V); i += kQkBlock) {
+          const int j = int(i & 1);
+          inv_of[i] = qk_inv_rms(c, j ? c.k : c.q,
+                                 math::float_of(load_elem<4>(row_at<false>(c.lead, c.stats, r0 + i / 2), j,
+                                                             L.side[j].access_stats)));
+        }
+        gpu_allow_next_grid();
+        __syncthreads();
+      }
 #pragma unroll
-    for (int u = 0; u < kU; ++u) {
-      const int64_t f = base + u * kQkBlock + threadIdx.x;
-      if (f >= total) break;
-      int j;
-      int64_t row;
-      int32_t e0;
-      locate(f, j, row, e0);
-      const QkSide& s = j ? c.k : c.q;
-      const QkShape& sh = L.side[j];
-      const int32_t G = int32_t(s.group);
-      const float inv =
-          qk_inv_rms(c, s, math::float_of(load_elem<4>(row_at<false>(c.lead, c.stats, row), j, sh.access_stats)));
-      uint32_t ww[kQkVec];
-      qk_load_weights(s, sh, e0, G, ww);
-      qk_apply_vec<kIn, kOut>(c, s, sh, e0, G, v[u], ww, inv, rcp[j], row_at<false>(c.lead, s.out, row));
+      for (int u = 0; u < kU; ++u) {
+        const int64_t l = l0 + u * kQkBlock + threadIdx.x;
+        if (l >= n) break;
+        int64_t r;
+        int j;
+        int32_t e0;
+        locate(l, r, j, e0);
+        const QkSide& s = j ? c.k : c.q;
+        const QkShape& sh = L.side[j];
+        const int32_t G = int32_t(s.group);
+        uint32_t ww[kQkVec];
+        qk_load_weights(s, sh, e0, G, ww);
+        qk_apply_vec<kIn, kOut>(c, s, sh, e0, G, x[u], ww, inv_of[2 * r + j], rcp[j], row_at<false>(c.lead, s.out, r0 + r));
+      }
     }
+    __syncthreads();  // inv_of is the next batch's
   }
 }
 
@@ -341,6 +364,14 @@ QkKernelFn qk_kernel_for(DType out) {
   }
 }
 template <DType kIn>
+QkKernelFn qk_old_apply_for(DType out) {  // temporary A/B
+  switch (out) {
+    case DType::k_f8e4m3fn: return &qk_rmsnorm_kernel<kIn, DType::k_f8e4m3fn, QkKind::kApply>;
+    case DType::k_f8e4m3fnuz: return &qk_rmsnorm_kernel<kIn, DType::k_f8e4m3fnuz, QkKind::kApply>;
+    default: return &qk_rmsnorm_kernel<kIn, kIn, QkKind::kApply>;
+  }
+}
+template <DType kIn>
 QkKernelFn qk_kernel_for(QkKind kind, DType out) {
   switch (kind) {
     case QkKind::kStats: return &qk_rmsnorm_kernel<kIn, kIn, QkKind::kStats>;
@@ -368,14 +399,20 @@ fusednorm_status plugin_qk_rmsnorm(const QkRmsnormCall* call, int32_t device, vo
   int threads = kQkBlock;
   int64_t blocks = 0;
   if (c.kind == QkKind::kApply) {
-    const QkSide* sides[2] = {&c.q, &c.k};
-    for (int j = 0; j < 2; ++j) {
-      QkShape& sh = L.side[j];
-      sh.vectors_per_group = (sides[j]->group + kQkVec - 1) / kQkVec;
-      sh.vectors = sh.groups * sh.vectors_per_group;
-    }
+    L.side[0].vectors_per_group = (c.q.group + kQkVec - 1) / kQkVec;
+    L.side[1].vectors_per_group = (c.k.group + kQkVec - 1) / kQkVec;
     const int64_t per_block = int64_t(kQkBlock) * qk_apply_unroll(c.in_type == DType::kF32 ? 4 : 2);
-    blocks = std::min<int64_t>((L.side[0].vectors + L.side[1].vectors + per_block - 1) / per_block, resident / threads);
+    L.rows_per_block = std::clamp<int64_t>(per_block / (L.side[0].vectors_per_group + L.side[1].vectors_per_group), 1,
+                                           kQkApplyMaxRows);
+    blocks = std::min<int64_t>((c.lead.rows + L.rows_per_block - 1) / L.rows_per_block, resident / threads);
+    if (const char* v = std::getenv("FN_QK_APPLY_OLD"); v && *v == '1') {  // temporary A/B
+      threads = std::max({kQkBlock, L.side[0].threads, L.side[1].threads});
+      for (QkShape& sh : L.side) {
+        sh.groups_per_block = threads / sh.threads;
+        sh.batches = (sh.groups + sh.groups_per_block - 1) / sh.groups_per_block;
+      }
+      blocks = std::min<int64_t>(L.side[0].batches + L.side[1].batches, resident / threads);
+    }
   } else {
     threads = std::max({kQkBlock, L.side[0].threads, L.side[1].threads});
     for (QkShape& sh : L.side) {
@@ -388,6 +425,10 @@ fusednorm_status plugin_qk_rmsnorm(const QkRmsnormCall* call, int32_t device, vo
   QkKernelFn fn = c.in_type == DType::kF32   ? qk_kernel_for<DType::kF32>(c.kind, c.out_type)
                   : c.in_type == DType::kF16 ? qk_kernel_for<DType::kF16>(c.kind, c.out_type)
                                              : qk_kernel_for<DType::kBF16>(c.kind, c.out_type);
+  if (const char* v = std::getenv("FN_QK_APPLY_OLD"); c.kind == QkKind::kApply && v && *v == '1')
+    fn = c.in_type == DType::kF32   ? qk_old_apply_for<DType::kF32>(c.out_type)
+         : c.in_type == DType::kF16 ? qk_old_apply_for<DType::kF16>(c.out_type)
+                                    : qk_old_apply_for<DType::kBF16>(c.out_type);
   gpuError_t e = launch_pdl(fn, dev, unsigned(blocks), unsigned(threads), 0, static_cast<gpuStream_t>(stream), c, L);
   if (e == gpuSuccess) e = gpuGetLastError();
   if (e != gpuSuccess) return vendor_error(e, "launching qk_rmsnorm", msg, n);

@@ -44,18 +44,30 @@ ALIASES = {
     "float4_e2m1fn_x2": "float4_e2m1fn", "half": "float16", "float": "float32",
 }
 
-_CACHE = {}  # dtype object or name -> Format, or None for a type fusednorm lacks (uint8, float64, ...)
+# Cached lookups: dtype object or name -> Format, or None for a type fusednorm lacks (uint8,
+# float64, ...). Three dicts by kind of key: torch.compile traces lookups of names and torch
+# dtypes, and PyTorch 2.11's dynamo cannot trace a lookup in a dict that holds NumPy dtypes.
+_BY_NAME = {}
+_BY_TORCH = {}
+_CACHE = {}
+
+
+def _cache_for(dtype) -> dict:
+    if isinstance(dtype, str):
+        return _BY_NAME
+    return _BY_TORCH if type(dtype).__module__ == "torch" else _CACHE
 
 
 def format_or_none(dtype) -> Optional[Format]:
     """format_of(dtype), or None where fusednorm has no such type. Cached per dtype object."""
+    cache = _cache_for(dtype)
     try:
-        return _CACHE[dtype]
+        return cache[dtype]
     except KeyError:
         pass
     except TypeError:  # unhashable
         return _lookup(dtype)
-    f = _CACHE[dtype] = _lookup(dtype)
+    f = cache[dtype] = _lookup(dtype)
     return f
 
 

@@ -114,6 +114,15 @@ if want python; then
       PYTHONPATH=$site timeout 120 python3 -X faulthandler -c "import $m; import torch" >"$out/py_import_$m.log" 2>&1
       note "import $m, then torch: rc=$?$(grep -m1 -o 'File .*line [0-9]*' "$out/py_import_$m.log" | sed 's/^/: /')"
     done
+    # The C library alone (no nanobind module), loaded as _C loads it, then torch; and the native
+    # stack of the crash where gdb is installed.
+    timeout 120 python3 -c "import ctypes; ctypes.CDLL('$inst/lib/libfusednorm.so.0'); import torch" >"$out/py_import_lib.log" 2>&1
+    note "libfusednorm.so.0 through ctypes, then torch: rc=$?"
+    if command -v gdb >/dev/null; then
+      PYTHONPATH=$site timeout 180 gdb -q -batch -ex run -ex bt -ex 'info sharedlibrary' --args python3 -c "import fusednorm._C; import torch" \
+        >"$out/py_import_gdb.log" 2>&1
+      note "gdb: $(grep -m8 '^#' "$out/py_import_gdb.log" | cut -c1-160 | tr '\n' ' ')"
+    fi
     for m in fusednorm torch; do
       PYTHONPATH=$site python3 -c "import $m; print(open('/proc/self/maps').read())" 2>&1 |
         awk '$6 ~ /\.so/ {print $6}' | sort -u >"$out/py_maps_$m.txt"
