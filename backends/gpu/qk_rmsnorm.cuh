@@ -1,9 +1,9 @@
 // Compiled twice: as CUDA and as HIP, as one unit of its own (FUSEDNORM_GPU_OPS). qk_rmsnorm on
-// the GPU (docs/numerics.md §5): qk_rmsnorm_kernel computes sums of squares, for stats and for
-// the fused form (for whole rows and for heads alike); qk_apply_kernel applies given sums,
-// element-wise. Each comes per input dtype and output dtype (the input's; f8e4m3fn, f8e4m3fnuz).
-// In qk_rmsnorm_kernel a side (q or k) is a run of RMS groups of G elements (the row, or a head),
-// and every group is mapped the same way.
+// the GPU (docs/numerics.md §5): one kernel per kind (stats, apply, fused: instantiated apart, so
+// that stats, which keeps no weights or outputs, runs in 64 registers), input dtype and output
+// dtype (the input's; f8e4m3fn, f8e4m3fnuz), for whole rows and for heads alike: a side (q or k)
+// is a run of RMS groups of G elements (the row, or a head), and every group is mapped the same
+// way.
 //
 // A group takes T = P / 8 threads (P = reduction_partials(G)); thread t owns the 8 consecutive
 // partial sums 8t .. 8t+7 of the canonical reduction (docs/numerics.md §2), i.e. elements
@@ -20,7 +20,6 @@
 #include <stdint.h>
 
 #include <algorithm>
-#include <cstdlib>
 
 #include "backends/gpu/encode.cuh"
 #include "backends/gpu/gpu_runtime.h"
@@ -49,11 +48,9 @@ struct QkShape {
   int32_t access_in, access_out, access_w, access_stats;
   int64_t groups;            // groups of the side: rows * (width / G)
   int64_t batches;           // blocks' worth of groups: ceil(groups / groups_per_block)
-  int64_t vectors_per_group; // apply: ceil(G / 8)
 };
 struct QkLaunch {
   QkShape side[2];        // q, k
-  int64_t rows_per_block; // apply
   int32_t access_scales;  // FP8 outputs' scales: kElements, or kBytesOnly (any alignment)
 };
 
@@ -135,9 +132,12 @@ __device__ __forceinline__ float qk_out_rcp(const QkRmsnormCall& c, const QkLaun
   else return math::div_rn(1.0f, math::float_of(load_elem<4>(c.out_scales, j, L.access_scales)));
 }
 
-// Stats and the fused form (apply: qk_apply_kernel). Registers a thread: the fused form keeps its
-// group's vectors and weights of kQkRegSteps steps (up to 128: one block of 512 threads an SM,
-// or two of 256); stats keeps the vectors only, in 64 (80 with f32 inputs): twice the blocks.
+// Registers a thread: apply and the fused form keep their group's vectors and weights of
+// kQkRegSteps steps (up to 128: one block of 512 threads an SM, or two of 256); stats keeps the
+// vectors only, in 64 (80 with f32 inputs): twice the blocks, twice the loads in flight.
+// (An element-wise apply kernel, 80 registers and 64 bytes in flight a thread, with 1/rms once per
+// row in shared memory, took 197 us against this kernel's 131 at 16384 x (4096 + 512) bf16 on
+// an H200: docs/performance.md.)
 template <DType kIn, DType kOut, QkKind kKind>
 __global__ void FN_KERNEL_BOUNDS(kQkMaxBlock, kKind != QkKind::kStats ? 128 : kIn == DType::kF32 ? 80 : 64)
     qk_rmsnorm_kernel(FN_GRID_CONSTANT const QkRmsnormCall c, FN_GRID_CONSTANT const QkLaunch L) {
@@ -186,7 +186,7 @@ __global__ void FN_KERNEL_BOUNDS(kQkMaxBlock, kKind != QkKind::kStats ? 128 : kI
     for (int st = 0; st < kRegSteps; ++st)
       if (active && st < S && st * P + kQkVec * t < G)
         load_vec<In::kBytes, kQkVec>(x, st * P + kQkVec * t, G, sh.access_in, w[st]);
-    // 16-bit inputs: the weights of those steps too (fused), so that their latency overlaps
+    // 16-bit inputs: the weights of those steps too (apply, fused), so that their latency overlaps
     // the reduction's and no store of the apply pass stands between them and their use (f32
     // inputs load them in the apply pass: with x's 32 words they would spill).
     constexpr bool kEarlyWeights = kIn != DType::kF32 && kKind != QkKind::kStats;
@@ -197,35 +197,35 @@ __global__ void FN_KERNEL_BOUNDS(kQkMaxBlock, kKind != QkKind::kStats ? 128 : kI
         if (active && st < S && st * P + kQkVec * t < G) qk_load_weights(s, sh, st * P + kQkVec * t, G, gw[st]);
     gpu_allow_next_grid();
     float inv;
-    if constexpr (kKind == QkKind::kApply) {  // temporary A/B
+    if constexpr (kKind == QkKind::kApply) {  // the sums are given
       if (!active) continue;
       inv = qk_inv_rms(c, s, math::float_of(load_elem<4>(row_at<false>(c.lead, c.stats, row), j, sh.access_stats)));
     } else {
-    // The canonical sum of squares: this thread's 8 partials in step order, then the tree.
-    float part[kQkVec];
+      // The canonical sum of squares: this thread's 8 partials in step order, then the tree.
+      float part[kQkVec];
 #pragma unroll
-    for (int e = 0; e < kQkVec; ++e) part[e] = 0.0f;
+      for (int e = 0; e < kQkVec; ++e) part[e] = 0.0f;
 #pragma unroll
-    for (int st = 0; st < kRegSteps; ++st)
-      if (active && st < S && st * P + kQkVec * t < G) qk_accumulate<kIn>(w[st], part);
-    for (int st = kRegSteps; st < S; ++st)
-      if (active && st * P + kQkVec * t < G) {
-        uint32_t v[kW];
-        load_vec<In::kBytes, kQkVec>(x, st * P + kQkVec * t, G, sh.access_in, v);
-        qk_accumulate<kIn>(v, part);
+      for (int st = 0; st < kRegSteps; ++st)
+        if (active && st < S && st * P + kQkVec * t < G) qk_accumulate<kIn>(w[st], part);
+      for (int st = kRegSteps; st < S; ++st)
+        if (active && st * P + kQkVec * t < G) {
+          uint32_t v[kW];
+          load_vec<In::kBytes, kQkVec>(x, st * P + kQkVec * t, G, sh.access_in, v);
+          qk_accumulate<kIn>(v, part);
+        }
+#pragma unroll
+      for (int n = kQkVec; n > 1; n /= 2)
+#pragma unroll
+        for (int e = 0; e < n / 2; ++e) part[e] = math::add_rn(part[2 * e], part[2 * e + 1]);
+      constexpr bool stats = kKind == QkKind::kStats;
+      inv = row_reduce_finish<kGpuWarp, true, true>(part[0], t, T, gib, red[parity], QkAdd(),
+                                                    QkFinish{&c, &s, stats}, inv_of_group[parity]);
+      if constexpr (stats) {
+        if (active && t == 0)
+          store_elem<4>(row_at<false>(c.lead, c.stats, row), j, math::encode_f32<false>(inv), sh.access_stats);
+        continue;
       }
-#pragma unroll
-    for (int n = kQkVec; n > 1; n /= 2)
-#pragma unroll
-      for (int e = 0; e < n / 2; ++e) part[e] = math::add_rn(part[2 * e], part[2 * e + 1]);
-    constexpr bool stats = kKind == QkKind::kStats;
-    inv = row_reduce_finish<kGpuWarp, true, true>(part[0], t, T, gib, red[parity], QkAdd(),
-                                                              QkFinish{&c, &s, stats}, inv_of_group[parity]);
-    if constexpr (stats) {
-      if (active && t == 0)
-        store_elem<4>(row_at<false>(c.lead, c.stats, row), j, math::encode_f32<false>(inv), sh.access_stats);
-      continue;
-    }
     }
     if (!active) continue;
 
@@ -244,81 +244,6 @@ __global__ void FN_KERNEL_BOUNDS(kQkMaxBlock, kKind != QkKind::kStats ? 128 : kI
         qk_load_weights(s, sh, st * P + kQkVec * t, G, vw);
         qk_apply_vec<kIn, kOut>(c, s, sh, st * P + kQkVec * t, G, v, vw, inv, rcp, out);
       }
-  }
-}
-
-// apply, with the sums given: element-wise. A block takes batches of rows_per_block rows (q and
-// k parts: V = Vq + Vk vectors of 8 elements a row), numbered l = row * V + v within the batch;
-// each thread loads kQkApplyBytes / (8 * input bytes) of them (4 with 16-bit inputs, 2 with f32),
-// kQkBlock apart, before any arithmetic, so that 64 bytes a thread are in flight with few
-// registers, while the batch's 1 / rms values are computed once, into shared memory. An
-// element's arithmetic is the fused form's.
-constexpr int kQkApplyBytes = 64;
-constexpr int kQkApplyMaxRows = 512;
-__host__ __device__ constexpr int qk_apply_unroll(int in_bytes) { return kQkApplyBytes / (kQkVec * in_bytes); }
-
-template <DType kIn, DType kOut>
-__global__ void FN_KERNEL_BOUNDS(kQkBlock, 80)
-    qk_apply_kernel(FN_GRID_CONSTANT const QkRmsnormCall c, FN_GRID_CONSTANT const QkLaunch L) {
-  using In = InTraits<kIn>;
-  constexpr int kW = Vec<In::kBytes, kQkVec>::kWords;
-  constexpr int kU = qk_apply_unroll(In::kBytes);
-  __shared__ float inv_of[2 * kQkApplyMaxRows];
-  gpu_wait_for_previous_grid();
-  const int64_t vq = L.side[0].vectors_per_group, V = vq + L.side[1].vectors_per_group;
-  const int64_t R = L.rows_per_block, rows = c.lead.rows;
-  const float rcp[2] = {qk_out_rcp<kIn, kOut>(c, L, 0), qk_out_rcp<kIn, kOut>(c, L, 1)};
-  for (int64_t r0 = int64_t(blockIdx.x) * R; r0 < rows; r0 += int64_t(gridDim.x) * R) {
-    const int64_t n = (rows - r0 < R ? rows - r0 : R) * V;
-    // Vector l of the batch: its row (in the batch), side and first element (32-bit division
-    // while the batch has fewer than 2^32 vectors).
-    auto locate = [&](int64_t l, int64_t& r, int& j, int32_t& e0) {
-      r = n <= int64_t(UINT32_MAX) ? int64_t(uint32_t(l) / uint32_t(V)) : l / V;
-      const int64_t v = l - r * V;
-      j = v >= vq;
-      e0 = int32_t(j ? v - vq : v) * kQkVec;
-    };
-    for (int64_t l0 = 0; l0 < n; l0 += kQkBlock * kU) {
-      uint32_t x[kU][kW];
-#pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        const int64_t l = l0 + u * kQkBlock + threadIdx.x;
-        if (l >= n) break;
-        int64_t r;
-        int j;
-        int32_t e0;
-        locate(l, r, j, e0);
-        const QkSide& s = j ? c.k : c.q;
-        load_vec<In::kBytes, kQkVec>(row_at<false>(c.lead, s.in, r0 + r), e0, int32_t(s.group), L.side[j].access_in,
-                                     x[u]);
-      }
-      if (l0 == 0) {
-        for (int64_t i = threadIdx.x; i < 2 * (n / V); i += kQkBlock) {
-          const int j = int(i & 1);
-          inv_of[i] = qk_inv_rms(c, j ? c.k : c.q,
-                                 math::float_of(load_elem<4>(row_at<false>(c.lead, c.stats, r0 + i / 2), j,
-                                                             L.side[j].access_stats)));
-        }
-        gpu_allow_next_grid();
-        __syncthreads();
-      }
-#pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        const int64_t l = l0 + u * kQkBlock + threadIdx.x;
-        if (l >= n) break;
-        int64_t r;
-        int j;
-        int32_t e0;
-        locate(l, r, j, e0);
-        const QkSide& s = j ? c.k : c.q;
-        const QkShape& sh = L.side[j];
-        const int32_t G = int32_t(s.group);
-        uint32_t ww[kQkVec];
-        qk_load_weights(s, sh, e0, G, ww);
-        qk_apply_vec<kIn, kOut>(c, s, sh, e0, G, x[u], ww, inv_of[2 * r + j], rcp[j], row_at<false>(c.lead, s.out, r0 + r));
-      }
-    }
-    __syncthreads();  // inv_of is the next batch's
   }
 }
 
@@ -350,25 +275,12 @@ inline QkShape qk_shape(const QkRmsnormCall& c, const QkSide& s) {
 
 // The kernel of an input dtype, output dtype (the input's, or FP8) and kind: stats (1 per input
 // dtype), apply and fused (3 each): 21 instantiations.
-template <DType kIn, DType kOut, QkKind kKind>
-QkKernelFn qk_kernel() {
-  if constexpr (kKind == QkKind::kApply) return &qk_apply_kernel<kIn, kOut>;
-  else return &qk_rmsnorm_kernel<kIn, kOut, kKind>;
-}
 template <DType kIn, QkKind kKind>
 QkKernelFn qk_kernel_for(DType out) {
   switch (out) {
-    case DType::k_f8e4m3fn: return qk_kernel<kIn, DType::k_f8e4m3fn, kKind>();
-    case DType::k_f8e4m3fnuz: return qk_kernel<kIn, DType::k_f8e4m3fnuz, kKind>();
-    default: return qk_kernel<kIn, kIn, kKind>();
-  }
-}
-template <DType kIn>
-QkKernelFn qk_old_apply_for(DType out) {  // temporary A/B
-  switch (out) {
-    case DType::k_f8e4m3fn: return &qk_rmsnorm_kernel<kIn, DType::k_f8e4m3fn, QkKind::kApply>;
-    case DType::k_f8e4m3fnuz: return &qk_rmsnorm_kernel<kIn, DType::k_f8e4m3fnuz, QkKind::kApply>;
-    default: return &qk_rmsnorm_kernel<kIn, kIn, QkKind::kApply>;
+    case DType::k_f8e4m3fn: return &qk_rmsnorm_kernel<kIn, DType::k_f8e4m3fn, kKind>;
+    case DType::k_f8e4m3fnuz: return &qk_rmsnorm_kernel<kIn, DType::k_f8e4m3fnuz, kKind>;
+    default: return &qk_rmsnorm_kernel<kIn, kIn, kKind>;
   }
 }
 template <DType kIn>
@@ -393,42 +305,18 @@ fusednorm_status plugin_qk_rmsnorm(const QkRmsnormCall* call, int32_t device, vo
   L.side[0] = qk_shape(c, c.q);
   L.side[1] = qk_shape(c, c.k);
   L.access_scales = reinterpret_cast<uintptr_t>(c.out_scales) % 4 == 0 ? kElements : kBytesOnly;
-  const DeviceFacts& dev = g_devices[size_t(device)];
-  // Persistent grids: at most the blocks of up to 2048 threads an SM can hold at once.
-  const int64_t resident = int64_t(dev.multiprocessors) * 2048;
-  int threads = kQkBlock;
-  int64_t blocks = 0;
-  if (c.kind == QkKind::kApply) {
-    L.side[0].vectors_per_group = (c.q.group + kQkVec - 1) / kQkVec;
-    L.side[1].vectors_per_group = (c.k.group + kQkVec - 1) / kQkVec;
-    const int64_t per_block = int64_t(kQkBlock) * qk_apply_unroll(c.in_type == DType::kF32 ? 4 : 2);
-    L.rows_per_block = std::clamp<int64_t>(per_block / (L.side[0].vectors_per_group + L.side[1].vectors_per_group), 1,
-                                           kQkApplyMaxRows);
-    blocks = std::min<int64_t>((c.lead.rows + L.rows_per_block - 1) / L.rows_per_block, resident / threads);
-    if (const char* v = std::getenv("FN_QK_APPLY_OLD"); v && *v == '1') {  // temporary A/B
-      threads = std::max({kQkBlock, L.side[0].threads, L.side[1].threads});
-      for (QkShape& sh : L.side) {
-        sh.groups_per_block = threads / sh.threads;
-        sh.batches = (sh.groups + sh.groups_per_block - 1) / sh.groups_per_block;
-      }
-      blocks = std::min<int64_t>(L.side[0].batches + L.side[1].batches, resident / threads);
-    }
-  } else {
-    threads = std::max({kQkBlock, L.side[0].threads, L.side[1].threads});
-    for (QkShape& sh : L.side) {
-      sh.groups_per_block = threads / sh.threads;
-      sh.batches = (sh.groups + sh.groups_per_block - 1) / sh.groups_per_block;
-    }
-    blocks = std::min<int64_t>(L.side[0].batches + L.side[1].batches, resident / threads);
+  const int threads = std::max({kQkBlock, L.side[0].threads, L.side[1].threads});
+  for (QkShape& sh : L.side) {
+    sh.groups_per_block = threads / sh.threads;
+    sh.batches = (sh.groups + sh.groups_per_block - 1) / sh.groups_per_block;
   }
-  if (blocks == 0) return FUSEDNORM_SUCCESS;
+  // Persistent: at most the blocks of up to 2048 threads an SM can hold at once.
+  const DeviceFacts& dev = g_devices[size_t(device)];
+  const int64_t blocks =
+      std::min<int64_t>(L.side[0].batches + L.side[1].batches, int64_t(dev.multiprocessors) * (2048 / threads));
   QkKernelFn fn = c.in_type == DType::kF32   ? qk_kernel_for<DType::kF32>(c.kind, c.out_type)
                   : c.in_type == DType::kF16 ? qk_kernel_for<DType::kF16>(c.kind, c.out_type)
                                              : qk_kernel_for<DType::kBF16>(c.kind, c.out_type);
-  if (const char* v = std::getenv("FN_QK_APPLY_OLD"); c.kind == QkKind::kApply && v && *v == '1')
-    fn = c.in_type == DType::kF32   ? qk_old_apply_for<DType::kF32>(c.out_type)
-         : c.in_type == DType::kF16 ? qk_old_apply_for<DType::kF16>(c.out_type)
-                                    : qk_old_apply_for<DType::kBF16>(c.out_type);
   gpuError_t e = launch_pdl(fn, dev, unsigned(blocks), unsigned(threads), 0, static_cast<gpuStream_t>(stream), c, L);
   if (e == gpuSuccess) e = gpuGetLastError();
   if (e != gpuSuccess) return vendor_error(e, "launching qk_rmsnorm", msg, n);

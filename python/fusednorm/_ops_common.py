@@ -79,8 +79,19 @@ def _torch_compiling(x):
     # No adapter here: the first adapter of a framework is made on first use (TorchAdapter probes
     # PyTorch's DLPack export and imports fusednorm.torch), which torch.compile cannot trace when
     # the first call of the process is inside a compiled function.
-    torch = sys.modules.get("torch")
-    return torch is not None and isinstance(x, torch.Tensor) and torch.compiler.is_compiling()
+    # torch is looked up in sys.modules once and kept: PyTorch 2.11's dynamo may fail to trace the
+    # lookup ("dictionary changed size during iteration") while modules are being imported.
+    global _torch_module
+    torch = _torch_module
+    if torch is None:
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return False
+        _torch_module = torch
+    return isinstance(x, torch.Tensor) and torch.compiler.is_compiling()
+
+
+_torch_module = None
 
 
 def _cached_options(make):

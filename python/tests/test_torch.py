@@ -128,7 +128,9 @@ def test_example_swaps_and_compiles():
     r = swap_rmsnorm_fp8.main(["--hidden", "256", "--tokens", "4", "--blocks", "2"])
     assert r["swapped"] == 2
     assert 0 < r["relative_difference"] < 0.05  # FP8 rounding of slightly different y: close, not equal
-    assert r["compiled_equal"]
+    assert r["compiled_op_equal"]  # the fused op under torch.compile: eager's bytes
+    # The surrounding ops are inductor's: a bfloat16 rounding that differs moves FP8 codes downstream.
+    assert r["compiled_relative_difference"] < 0.05
 
 
 def test_raw_codes_under_torch_compile():
