@@ -5,7 +5,7 @@
 # Usage: bash tests/scripts/gpu.sh [build|test|sanitize|bench|python|compare|profile|all]...
 # (default: all but python, compare and profile; python: the Python package built against this
 # build, its pytest suite with the CUDA cases of python/tests/test_gpu.py, and the per-call
-# overhead, with python3 holding PyTorch, NumPy, ml_dtypes, pytest, nanobind and
+# overhead (pytest arguments: ${FUSEDNORM_PYTEST_ARGS:-python/tests}), with python3 holding PyTorch, NumPy, ml_dtypes, pytest, nanobind and
 # scikit-build-core (the device image); compare: tests/bench/torch_compare.py, fusednorm against
 # torch.compile, with ${FUSEDNORM_COMPARE_ARGS:---tokens 1,8,16384}; needs PyTorch with Triton)
 set -uo pipefail
@@ -133,7 +133,7 @@ if want python; then
         [ "$a" = "$b" ] || note "  $lib: fusednorm maps $a, torch maps $b"
       done
     t0=$(date +%s)
-    PYTHONPATH=$site python3 -m pytest -q -p no:cacheprovider -rs python/tests >"$out/pytest.log" 2>&1
+    PYTHONPATH=$site python3 -m pytest -q -p no:cacheprovider -rs ${FUSEDNORM_PYTEST_ARGS:-python/tests} >"$out/pytest.log" 2>&1
     rc=$?; [ $rc -eq 0 ] || status=1
     note "pytest: rc=$rc in $(( $(date +%s) - t0 )) s: $(tail -1 "$out/pytest.log")"
     PYTHONPATH=$site python3 python/benchmarks/call_overhead.py >"$out/call_overhead.txt" 2>&1
