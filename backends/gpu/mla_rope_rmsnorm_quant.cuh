@@ -2,8 +2,9 @@
 // mla_rope_rmsnorm_quant on the GPU: the kernel (one instantiation per input dtype) and its
 // launcher (declared in ops.h, in the table of plugin.cuh).
 //
-// Grid: one dimension, `per_token` = 1 + ceil(Hq * R / 8 / kMlaThreads) consecutive blocks a
-// token: its latent kv row, then its q heads (kMlaThreads units of 8 q elements a block), so that
+// Grid: one dimension, `per_token` = 1 + ceil(Hq * R / 8 / (kMlaThreads * kMlaQUnits)) consecutive
+// blocks a token: its latent kv row, then its q heads (kMlaQUnits units of 8 q elements a thread,
+// kMlaThreads apart), so that
 // every wave mixes the short, latency-bound kv blocks with the q blocks' streaming. From the
 // call's shapes only, never from the token count: a token's bytes do not depend on the other
 // tokens (batch invariance). Every block locates its token with
@@ -20,6 +21,8 @@
 
 #include <stdint.h>
 
+#include <cstdlib>
+
 #include "backends/gpu/encode.cuh"
 #include "backends/gpu/gpu_runtime.h"
 #include "backends/gpu/host.cuh"
@@ -34,6 +37,7 @@ namespace fusednorm {
 namespace gpu {
 
 constexpr int kMlaThreads = 256;
+constexpr int kMlaQUnits = 4;  // q units of 8 elements a thread
 constexpr int kMlaMaxPv = 16;  // P <= 4096 = 16 * kMlaThreads
 
 // Access widths of the call's views (plan.h's Access), from the host.
@@ -191,7 +195,7 @@ __device__ __forceinline__ void mla_kv_row(const MlaCall& c, const MlaAccess& a,
   }
 }
 
-template <DType kIn>
+template <DType kIn, int kMlaQUnits>
 __global__ void __launch_bounds__(kMlaThreads)
     mla_rope_rmsnorm_quant_kernel(FN_GRID_CONSTANT const MlaCall c, const MlaAccess a) {
   const uint32_t token = blockIdx.x / a.per_token, part = blockIdx.x - token * a.per_token;
@@ -200,18 +204,31 @@ __global__ void __launch_bounds__(kMlaThreads)
     mla_kv_row<kIn>(c, a, t);
     return;
   }
-  const int32_t units = int32_t(c.rope / 8);
-  const int32_t unit = int32_t(part - 1) * kMlaThreads + int32_t(threadIdx.x);
-  if (unit >= int32_t(c.heads) * units) return;
-  const int32_t h = unit / units, u = unit - h * units;
-  QUnit<kIn> q;
-  q.load(c, a, c.q + t * c.q_stride_t + h * c.q_stride_h, u);  // in flight while the slot is located
+  // kMlaQUnits units a thread, kMlaThreads apart: their loads are in flight together, and the
+  // token is located once for them.
+  const int32_t units = int32_t(c.rope / 8), total = int32_t(c.heads) * units;
+  const int32_t first = int32_t(part - 1) * kMlaThreads * kMlaQUnits + int32_t(threadIdx.x);
+  if (first >= total) return;
+  QUnit<kIn> q[kMlaQUnits];
+#pragma unroll
+  for (int k = 0; k < kMlaQUnits; ++k) {
+    const int32_t unit = first + k * kMlaThreads;
+    if (unit >= total) break;
+    const int32_t h = unit / units, u = unit - h * units;
+    q[k].load(c, a, c.q + t * c.q_stride_t + h * c.q_stride_h, u);  // in flight while the slot is located
+  }
   MlaSlot s;
   if (mla_locate(c, t, &s) != MlaLocate::kOk) return;  // skipped (counted by the token's kv block)
   const char* cs = c.cos_sin + s.pos * c.cs_stride;
-  char* o = c.q_out + t * c.qo_stride_t + h * c.qo_stride_h;
-  if (c.cs_type == DType::kF32) q.template finish<CsF32>(c, a, o, cs, u);
-  else q.template finish<CsBF16>(c, a, o, cs, u);
+#pragma unroll
+  for (int k = 0; k < kMlaQUnits; ++k) {
+    const int32_t unit = first + k * kMlaThreads;
+    if (unit >= total) break;
+    const int32_t h = unit / units, u = unit - h * units;
+    char* o = c.q_out + t * c.qo_stride_t + h * c.qo_stride_h;
+    if (c.cs_type == DType::kF32) q[k].template finish<CsF32>(c, a, o, cs, u);
+    else q[k].template finish<CsBF16>(c, a, o, cs, u);
+  }
 }
 
 // ---------------------------------------------------------------- host
@@ -235,13 +252,15 @@ inline int32_t mla_access2(const void* data, int64_t t, int64_t st, int64_t h, i
 fusednorm_status mla_rope_rmsnorm_quant(const MlaCall* call, int32_t device, void* stream, char* msg, size_t n) {
   const MlaCall& c = *call;
   const int64_t units = c.heads * (c.rope / 8);
-  const int64_t q_blocks = (units + kMlaThreads - 1) / kMlaThreads;
+  const char* ab = std::getenv("FN_MLA_UNITS");  // temporary A/B
+  const int qu = ab && *ab == '1' ? 1 : kMlaQUnits;
+  const int64_t q_blocks = (units + kMlaThreads * qu - 1) / (kMlaThreads * qu);
   const int64_t per_token = 1 + q_blocks;
   if (c.tokens > INT32_MAX / per_token || c.rank + c.rope > (int64_t(1) << 30))
     return say(FUSEDNORM_UNSUPPORTED, msg, n,
                "T = %lld, Hq = %lld, L = %lld, R = %lld: the " FN_GPU_VENDOR
                " kernel supports T * (1 + ceil(Hq * R / %d)) < 2^31 blocks and L + R <= 2^30",
-               (long long)c.tokens, (long long)c.heads, (long long)c.rank, (long long)c.rope, 8 * kMlaThreads);
+               (long long)c.tokens, (long long)c.heads, (long long)c.rank, (long long)c.rope, 8 * kMlaThreads * kMlaQUnits);
   if (c.tokens == 0) return FUSEDNORM_SUCCESS;
   DeviceGuard guard(device);
   if (guard.error != gpuSuccess) return vendor_error(guard.error, "selecting the device", msg, n);
@@ -260,9 +279,12 @@ fusednorm_status mla_rope_rmsnorm_quant(const MlaCall* call, int32_t device, voi
   const dim3 grid(unsigned(c.tokens * per_token));
   const gpuStream_t s = static_cast<gpuStream_t>(stream);
   switch (c.in_type) {
-    case DType::kF32: mla_rope_rmsnorm_quant_kernel<DType::kF32><<<grid, kMlaThreads, 0, s>>>(c, a); break;
-    case DType::kF16: mla_rope_rmsnorm_quant_kernel<DType::kF16><<<grid, kMlaThreads, 0, s>>>(c, a); break;
-    default: mla_rope_rmsnorm_quant_kernel<DType::kBF16><<<grid, kMlaThreads, 0, s>>>(c, a); break;
+    case DType::kF32: mla_rope_rmsnorm_quant_kernel<DType::kF32, kMlaQUnits><<<grid, kMlaThreads, 0, s>>>(c, a); break;
+    case DType::kF16: mla_rope_rmsnorm_quant_kernel<DType::kF16, kMlaQUnits><<<grid, kMlaThreads, 0, s>>>(c, a); break;
+    default:
+      if (qu == 1) mla_rope_rmsnorm_quant_kernel<DType::kBF16, 1><<<grid, kMlaThreads, 0, s>>>(c, a);
+      else mla_rope_rmsnorm_quant_kernel<DType::kBF16, kMlaQUnits><<<grid, kMlaThreads, 0, s>>>(c, a);
+      break;
   }
   const gpuError_t e = gpuGetLastError();
   if (e != gpuSuccess) return vendor_error(e, "launching mla_rope_rmsnorm_quant", msg, n);
