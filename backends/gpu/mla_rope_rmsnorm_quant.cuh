@@ -45,6 +45,7 @@ struct MlaAccess {
   int32_t q, q_out, cs;  // vectors of one unit (8 elements, or two runs of 4 with neox)
   int32_t kv, w, cache;  // elements
   uint32_t per_token;    // blocks a token (grid layout above)
+  int32_t no_guess;      // temporary A/B
 };
 
 // Element i of a row of dtype t as f32.
@@ -142,8 +143,9 @@ struct CsBF16 {
 };
 
 // The latent row of token t: norm of [0, L), rotation of [L, L + R), codes of v / k_scale. The sum
-// of squares needs no index value: it runs first, then the token is located (and, when invalid,
-// counted and skipped: a uniform exit after the block's last barrier).
+// of squares needs no index value: it runs while the first index reads (mla_guess) are in flight,
+// then the token is located (and, when invalid, counted and skipped: a uniform exit after the
+// block's last barrier).
 template <DType kIn>
 __device__ __forceinline__ void mla_kv_row(const MlaCall& c, const MlaAccess& a, int64_t t) {
   constexpr int kWarp = kGpuWarp;
@@ -151,6 +153,7 @@ __device__ __forceinline__ void mla_kv_row(const MlaCall& c, const MlaAccess& a,
   __shared__ float unused[1];
   const int32_t l = int32_t(c.rank), r = int32_t(c.rope), tid = int32_t(threadIdx.x);
   const char* x = c.kv + t * c.kv_stride;
+  const MlaGuess g = a.no_guess ? MlaGuess{} : mla_guess(c, t);  // in flight during the reduction
   const int32_t p_count = int32_t(math::reduction_partials(l));
   const int32_t pv = p_count > kMlaThreads ? p_count / kMlaThreads : 1;
   float part[kMlaMaxPv];
@@ -173,7 +176,7 @@ __device__ __forceinline__ void mla_kv_row(const MlaCall& c, const MlaAccess& a,
       part[0], tid, kMlaThreads, 0, red, [](float u, float v) { return math::add_rn(u, v); },
       [&](float ss) { return math::inv_rms(ss, l_f, eps); }, unused);
   MlaSlot s;
-  if (mla_locate(c, t, &s) != MlaLocate::kOk) {
+  if (mla_locate(c, t, g, &s) != MlaLocate::kOk) {
     if (tid == 0 && c.invalid_tokens != nullptr) atomicAdd(c.invalid_tokens, 1);
     return;
   }
@@ -218,7 +221,7 @@ __global__ void __launch_bounds__(kMlaThreads)
     q[k].load(c, a, c.q + t * c.q_stride_t + h * c.q_stride_h, u);  // in flight while the slot is located
   }
   MlaSlot s;
-  if (mla_locate(c, t, &s) != MlaLocate::kOk) return;  // skipped (counted by the token's kv block)
+  if (mla_locate(c, t, a.no_guess ? MlaGuess{} : mla_guess(c, t), &s) != MlaLocate::kOk) return;  // skipped (counted by the token's kv block)
   const char* cs = c.cos_sin + s.pos * c.cs_stride;
 #pragma unroll
   for (int k = 0; k < kMlaQUnits; ++k) {
@@ -276,6 +279,8 @@ fusednorm_status mla_rope_rmsnorm_quant(const MlaCall* call, int32_t device, voi
   a.cache = std::min(mla_access(c.cache, c.num_pages, c.cache_page_stride, cache_bytes, cache_bytes),
                      mla_access(c.cache, c.page_size, c.cache_slot_stride, cache_bytes, cache_bytes));
   a.per_token = uint32_t(per_token);
+  const char* ng = std::getenv("FN_MLA_NO_GUESS");
+  a.no_guess = ng && *ng == '1';
   const dim3 grid(unsigned(c.tokens * per_token));
   const gpuStream_t s = static_cast<gpuStream_t>(stream);
   switch (c.in_type) {

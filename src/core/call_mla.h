@@ -87,26 +87,48 @@ enum class MlaLocate : int32_t {
   kBadPage = 4,     // page id outside [0, num_pages)
 };
 
+// The first reads of locating token t, issued together (no value depends on another): the
+// sequence b0 that t would belong to were all sequences equally long (decode, one token each; a
+// prefill of equal lengths), its bounds, and its cache_len (when positions are not given).
+struct MlaGuess {
+  int64_t b = 0, start = 0, end = 0, len = 0;
+  int32_t valid = 0;  // b0 was computed and read (B >= 1, T and B below 2^31)
+};
+FN_HD MlaGuess mla_guess(const MlaCall& c, int64_t t) {
+  MlaGuess g;
+  if (c.batch < 1 || c.tokens > INT32_MAX || c.batch > INT32_MAX) return g;
+  g.b = t * c.batch / c.tokens;  // t < T: b0 < B, so row_offsets[b0 + 1] exists
+  g.start = load_index(c.row_offsets, g.b);
+  g.end = load_index(c.row_offsets, g.b + 1);
+  if (c.positions.data == nullptr) g.len = load_index(c.cache_len, g.b);
+  g.valid = 1;
+  return g;
+}
+
 // Token t's sequence, position and slot, every index value checked (on the GPU, where validation
-// cannot read them, this is the only check: a token that is not kOk is skipped). The sequence is
-// the last b whose row_offsets[b] <= t (a binary search, exact for non-decreasing offsets), then
-// confirmed: t < row_offsets[b + 1].
-FN_HD MlaLocate mla_locate(const MlaCall& c, int64_t t, MlaSlot* out) {
-  int64_t lo = 0, hi = c.batch;  // the first k in [0, B] with row_offsets[k] > t is in [lo, hi]
-  while (lo < hi) {
-    const int64_t mid = lo + (hi - lo) / 2;
-    if (load_index(c.row_offsets, mid) > t) hi = mid;
-    else lo = mid + 1;
+// cannot read them, this is the only check: a token that is not kOk is skipped), from the reads of
+// mla_guess. The sequence is b0 when row_offsets[b0] <= t < row_offsets[b0 + 1]; else the last b
+// whose row_offsets[b] <= t (a binary search), confirmed by t < row_offsets[b + 1]. For
+// non-decreasing offsets (the CPU rejects others) both give the one b with t in its range.
+FN_HD MlaLocate mla_locate(const MlaCall& c, int64_t t, const MlaGuess& g, MlaSlot* out) {
+  int64_t b = g.b, start = g.start, len = g.len;
+  if (!(g.valid && start <= t && t < g.end)) {
+    int64_t lo = 0, hi = c.batch;  // the first k in [0, B] with row_offsets[k] > t is in [lo, hi]
+    while (lo < hi) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      if (load_index(c.row_offsets, mid) > t) hi = mid;
+      else lo = mid + 1;
+    }
+    b = lo - 1;
+    if (b < 0 || b >= c.batch) return MlaLocate::kNoSequence;
+    start = load_index(c.row_offsets, b);
+    if (!(start <= t && t < load_index(c.row_offsets, b + 1))) return MlaLocate::kNoSequence;
+    if (c.positions.data == nullptr) len = load_index(c.cache_len, b);
   }
-  const int64_t b = lo - 1;
-  if (b < 0 || b >= c.batch) return MlaLocate::kNoSequence;
-  const int64_t start = load_index(c.row_offsets, b);
-  if (!(start <= t && t < load_index(c.row_offsets, b + 1))) return MlaLocate::kNoSequence;
   int64_t pos;
   if (c.positions.data != nullptr) {
     pos = load_index(c.positions, t);
   } else {
-    const int64_t len = load_index(c.cache_len, b);
     if (len < 0 || len >= c.max_pos) return MlaLocate::kBadPosition;
     pos = len + (t - start);  // both in [0, 2^63 / 2): no overflow
   }
@@ -123,6 +145,7 @@ FN_HD MlaLocate mla_locate(const MlaCall& c, int64_t t, MlaSlot* out) {
   out->slot = pos - index * c.page_size;
   return MlaLocate::kOk;
 }
+FN_HD MlaLocate mla_locate(const MlaCall& c, int64_t t, MlaSlot* out) { return mla_locate(c, t, mla_guess(c, t), out); }
 
 // The cache row of a located token.
 FN_HD char* mla_cache_row(const MlaCall& c, const MlaSlot& s) {
