@@ -2,8 +2,8 @@
 // mla_rope_rmsnorm_quant on the GPU: the kernel (one instantiation per input dtype) and its
 // launcher (declared in ops.h, in the table of plugin.cuh).
 //
-// Grid: one dimension, `per_token` = 1 + ceil(Hq * R / 8 / (kMlaThreads * kMlaQUnits)) consecutive
-// blocks a token: its latent kv row, then its q heads (kMlaQUnits units of 8 q elements a thread,
+// Grid: one dimension, `per_token` = 1 + ceil(Hq * R / 8 / (kMlaThreads * U)) consecutive blocks a
+// token: its latent kv row, then its q heads (U = 1 or kMlaQUnits units of 8 q elements a thread,
 // kMlaThreads apart), so that
 // every wave mixes the short, latency-bound kv blocks with the q blocks' streaming. From the
 // call's shapes only, never from the token count: a token's bytes do not depend on the other
@@ -20,8 +20,6 @@
 #pragma once
 
 #include <stdint.h>
-
-#include <cstdlib>
 
 #include "backends/gpu/encode.cuh"
 #include "backends/gpu/gpu_runtime.h"
@@ -45,7 +43,6 @@ struct MlaAccess {
   int32_t q, q_out, cs;  // vectors of one unit (8 elements, or two runs of 4 with neox)
   int32_t kv, w, cache;  // elements
   uint32_t per_token;    // blocks a token (grid layout above)
-  int32_t no_guess;      // temporary A/B
 };
 
 // Element i of a row of dtype t as f32.
@@ -153,7 +150,7 @@ __device__ __forceinline__ void mla_kv_row(const MlaCall& c, const MlaAccess& a,
   __shared__ float unused[1];
   const int32_t l = int32_t(c.rank), r = int32_t(c.rope), tid = int32_t(threadIdx.x);
   const char* x = c.kv + t * c.kv_stride;
-  const MlaGuess g = a.no_guess ? MlaGuess{} : mla_guess(c, t);  // in flight during the reduction
+  const MlaGuess g = mla_guess(c, t);  // in flight during the reduction
   const int32_t p_count = int32_t(math::reduction_partials(l));
   const int32_t pv = p_count > kMlaThreads ? p_count / kMlaThreads : 1;
   float part[kMlaMaxPv];
@@ -198,7 +195,7 @@ __device__ __forceinline__ void mla_kv_row(const MlaCall& c, const MlaAccess& a,
   }
 }
 
-template <DType kIn, int kMlaQUnits>
+template <DType kIn, int kUnits>
 __global__ void __launch_bounds__(kMlaThreads)
     mla_rope_rmsnorm_quant_kernel(FN_GRID_CONSTANT const MlaCall c, const MlaAccess a) {
   const uint32_t token = blockIdx.x / a.per_token, part = blockIdx.x - token * a.per_token;
@@ -207,24 +204,24 @@ __global__ void __launch_bounds__(kMlaThreads)
     mla_kv_row<kIn>(c, a, t);
     return;
   }
-  // kMlaQUnits units a thread, kMlaThreads apart: their loads are in flight together, and the
-  // token is located once for them.
+  // kUnits units a thread, kMlaThreads apart: their loads are in flight together, and the token
+  // is located once for them.
   const int32_t units = int32_t(c.rope / 8), total = int32_t(c.heads) * units;
-  const int32_t first = int32_t(part - 1) * kMlaThreads * kMlaQUnits + int32_t(threadIdx.x);
+  const int32_t first = int32_t(part - 1) * kMlaThreads * kUnits + int32_t(threadIdx.x);
   if (first >= total) return;
-  QUnit<kIn> q[kMlaQUnits];
+  QUnit<kIn> q[kUnits];
 #pragma unroll
-  for (int k = 0; k < kMlaQUnits; ++k) {
+  for (int k = 0; k < kUnits; ++k) {
     const int32_t unit = first + k * kMlaThreads;
     if (unit >= total) break;
     const int32_t h = unit / units, u = unit - h * units;
     q[k].load(c, a, c.q + t * c.q_stride_t + h * c.q_stride_h, u);  // in flight while the slot is located
   }
   MlaSlot s;
-  if (mla_locate(c, t, a.no_guess ? MlaGuess{} : mla_guess(c, t), &s) != MlaLocate::kOk) return;  // skipped (counted by the token's kv block)
+  if (mla_locate(c, t, mla_guess(c, t), &s) != MlaLocate::kOk) return;  // skipped (counted by the token's kv block)
   const char* cs = c.cos_sin + s.pos * c.cs_stride;
 #pragma unroll
-  for (int k = 0; k < kMlaQUnits; ++k) {
+  for (int k = 0; k < kUnits; ++k) {
     const int32_t unit = first + k * kMlaThreads;
     if (unit >= total) break;
     const int32_t h = unit / units, u = unit - h * units;
@@ -235,6 +232,12 @@ __global__ void __launch_bounds__(kMlaThreads)
 }
 
 // ---------------------------------------------------------------- host
+
+template <DType kIn>
+void mla_launch(int units_a_thread, dim3 grid, gpuStream_t s, const MlaCall& c, const MlaAccess& a) {
+  if (units_a_thread == 1) mla_rope_rmsnorm_quant_kernel<kIn, 1><<<grid, kMlaThreads, 0, s>>>(c, a);
+  else mla_rope_rmsnorm_quant_kernel<kIn, kMlaQUnits><<<grid, kMlaThreads, 0, s>>>(c, a);
+}
 
 // The widest access of a view of `n` rows `stride` bytes apart at `data`.
 inline int32_t mla_access(const void* data, int64_t n, int64_t stride, int elem_bytes, int vec_bytes) {
@@ -255,15 +258,18 @@ inline int32_t mla_access2(const void* data, int64_t t, int64_t st, int64_t h, i
 fusednorm_status mla_rope_rmsnorm_quant(const MlaCall* call, int32_t device, void* stream, char* msg, size_t n) {
   const MlaCall& c = *call;
   const int64_t units = c.heads * (c.rope / 8);
-  const char* ab = std::getenv("FN_MLA_UNITS");  // temporary A/B
-  const int qu = ab && *ab == '1' ? 1 : kMlaQUnits;
+  // kMlaQUnits units a thread where every thread of a q block gets that many (Hq * R >= 8192,
+  // e.g. Hq 128 with R 64); 1 otherwise, where the 4-unit kernel's registers (64 against 40)
+  // cost more occupancy than its shared locating saves (H200: Hq 16, T 4096: 51.4 against 46.7
+  // µs; Hq 128: 95.6 against 99.6).
+  const int qu = units >= kMlaThreads * kMlaQUnits ? kMlaQUnits : 1;
   const int64_t q_blocks = (units + kMlaThreads * qu - 1) / (kMlaThreads * qu);
   const int64_t per_token = 1 + q_blocks;
   if (c.tokens > INT32_MAX / per_token || c.rank + c.rope > (int64_t(1) << 30))
     return say(FUSEDNORM_UNSUPPORTED, msg, n,
                "T = %lld, Hq = %lld, L = %lld, R = %lld: the " FN_GPU_VENDOR
                " kernel supports T * (1 + ceil(Hq * R / %d)) < 2^31 blocks and L + R <= 2^30",
-               (long long)c.tokens, (long long)c.heads, (long long)c.rank, (long long)c.rope, 8 * kMlaThreads * kMlaQUnits);
+               (long long)c.tokens, (long long)c.heads, (long long)c.rank, (long long)c.rope, 8 * kMlaThreads * qu);
   if (c.tokens == 0) return FUSEDNORM_SUCCESS;
   DeviceGuard guard(device);
   if (guard.error != gpuSuccess) return vendor_error(guard.error, "selecting the device", msg, n);
@@ -279,17 +285,12 @@ fusednorm_status mla_rope_rmsnorm_quant(const MlaCall* call, int32_t device, voi
   a.cache = std::min(mla_access(c.cache, c.num_pages, c.cache_page_stride, cache_bytes, cache_bytes),
                      mla_access(c.cache, c.page_size, c.cache_slot_stride, cache_bytes, cache_bytes));
   a.per_token = uint32_t(per_token);
-  const char* ng = std::getenv("FN_MLA_NO_GUESS");
-  a.no_guess = ng && *ng == '1';
   const dim3 grid(unsigned(c.tokens * per_token));
   const gpuStream_t s = static_cast<gpuStream_t>(stream);
   switch (c.in_type) {
-    case DType::kF32: mla_rope_rmsnorm_quant_kernel<DType::kF32, kMlaQUnits><<<grid, kMlaThreads, 0, s>>>(c, a); break;
-    case DType::kF16: mla_rope_rmsnorm_quant_kernel<DType::kF16, kMlaQUnits><<<grid, kMlaThreads, 0, s>>>(c, a); break;
-    default:
-      if (qu == 1) mla_rope_rmsnorm_quant_kernel<DType::kBF16, 1><<<grid, kMlaThreads, 0, s>>>(c, a);
-      else mla_rope_rmsnorm_quant_kernel<DType::kBF16, kMlaQUnits><<<grid, kMlaThreads, 0, s>>>(c, a);
-      break;
+    case DType::kF32: mla_launch<DType::kF32>(qu, grid, s, c, a); break;
+    case DType::kF16: mla_launch<DType::kF16>(qu, grid, s, c, a); break;
+    default: mla_launch<DType::kBF16>(qu, grid, s, c, a); break;
   }
   const gpuError_t e = gpuGetLastError();
   if (e != gpuSuccess) return vendor_error(e, "launching mla_rope_rmsnorm_quant", msg, n);
