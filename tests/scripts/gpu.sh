@@ -137,13 +137,7 @@ if want python; then
     rc=$?; [ $rc -eq 0 ] || status=1
     note "pytest: rc=$rc in $(( $(date +%s) - t0 )) s: $(tail -1 "$out/pytest.log")"
     PYTHONPATH=$site python3 python/benchmarks/call_overhead.py >"$out/call_overhead.txt" 2>&1
-    rc=$?
-    if [ $rc -ne 0 ]; then  # the import-order problem: once more with torch imported first
-      PYTHONPATH=$site python3 -c "import torch, runpy; runpy.run_path('python/benchmarks/call_overhead.py', run_name='__main__')" \
-        >"$out/call_overhead.txt" 2>&1
-      rc=$?; [ $rc -eq 0 ] || status=1
-      note "call overhead failed (import order?); with torch imported first: rc=$rc"
-    fi
+    rc=$?; [ $rc -eq 0 ] || status=1
     note "call overhead: rc=$rc ($out/call_overhead.txt)"
   else
     status=1
