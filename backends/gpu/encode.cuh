@@ -36,6 +36,28 @@ __device__ __forceinline__ uint32_t round_pair(float lo, float hi) {
 #endif
 }
 
+// kN f32 values as codes of kIn, the input dtypes (operations' outputs of the input's type): f32
+// one a word; f16/bf16 two a word (element 2i in the low half) by round_pair, and the whole vector
+// again by the shared encoders where a value is NaN (rare: the hardware's NaN is not the
+// operations' positive NaN).
+template <DType kIn, int kN>
+__device__ __forceinline__ void encode_words(const float v[kN], uint32_t* w) {
+  if constexpr (InTraits<kIn>::kBytes == 4) {
+#pragma unroll
+    for (int j = 0; j < kN; ++j) w[j] = InTraits<kIn>::encode(v[j]);
+  } else {
+    bool nan = false;
+#pragma unroll
+    for (int j = 0; j < kN; ++j) nan |= v[j] != v[j];
+#pragma unroll
+    for (int i = 0; i < kN / 2; ++i) w[i] = round_pair<kIn>(v[2 * i], v[2 * i + 1]);
+    if (nan) {
+#pragma unroll
+      for (int i = 0; i < kN / 2; ++i) w[i] = encode_pair_soft<kIn>(v[2 * i], v[2 * i + 1]);
+    }
+  }
+}
+
 // ---------------------------------------------------------------- output encoders
 // The output format as a type: the kernel is instantiated per format, so each element's encode
 // is straight-line code. Software encoders: the shared math, one element at a time.

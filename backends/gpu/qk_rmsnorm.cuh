@@ -115,12 +115,10 @@ __device__ __forceinline__ void qk_apply_vec(const QkRmsnormCall& c, const QkSid
       else o[e / kPer] |= codes << 16;
     }
   } else {
+    float y[kQkVec];
 #pragma unroll
-    for (int e = 0; e < kQkVec; ++e) {
-      const uint32_t code = InTraits<kIn>::encode(math::norm_apply(In::get(v, e), inv, g[e]));
-      if (e % kPer == 0) o[e / kPer] = code;
-      else o[e / kPer] |= code << (32 / kPer * (e % kPer));
-    }
+    for (int e = 0; e < kQkVec; ++e) y[e] = math::norm_apply(In::get(v, e), inv, g[e]);
+    encode_words<kIn, kQkVec>(y, o);
   }
   store_vec<Out::kBytes, kQkVec>(out, e0, G, sh.access_out, o);
 }

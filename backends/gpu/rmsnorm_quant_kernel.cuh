@@ -279,21 +279,11 @@ __global__ void FN_KERNEL_BOUNDS(kMaxBlockThreads, kVec >= 8 ? kMaxNReg8 : 64)
         load_vec<In::kBytes, kVec, kFast>(res, e, h, acc.in, rw);
         uint32_t sum[kW];
         if constexpr (In::kBytes == 2) {
-          // Paired conversions (round_pair); a vector with a NaN sum (rare) is rounded again by
-          // the shared encoder. Past H both operands are 0 and so is the sum.
+          // Paired conversions (encode_words). Past H both operands are 0 and so is the sum.
           float v[kVec];
-          bool nan = false;
 #pragma unroll
-          for (int j = 0; j < kVec; ++j) {
-            v[j] = math::add_rn(In::get(raw[s], j), In::get(rw, j));
-            nan |= v[j] != v[j];
-          }
-#pragma unroll
-          for (int i = 0; i < kW; ++i) sum[i] = round_pair<kIn>(v[2 * i], v[2 * i + 1]);
-          if (nan) {
-#pragma unroll
-            for (int i = 0; i < kW; ++i) sum[i] = encode_pair_soft<kIn>(v[2 * i], v[2 * i + 1]);
-          }
+          for (int j = 0; j < kVec; ++j) v[j] = math::add_rn(In::get(raw[s], j), In::get(rw, j));
+          encode_words<kIn, kVec>(v, sum);
         } else {
 #pragma unroll
           for (int i = 0; i < kW; ++i) sum[i] = 0;
