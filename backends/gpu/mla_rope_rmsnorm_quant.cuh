@@ -7,11 +7,13 @@
 // kMlaThreads apart), so that
 // every wave mixes the short, latency-bound kv blocks with the q blocks' streaming. From the
 // call's shapes only, never from the token count: a token's bytes do not depend on the other
-// tokens (batch invariance). Every block locates its token with
-// mla_locate (core/call_mla.h), which checks every index value it reads; a token it rejects is
-// skipped whole (no q, no cache write), and counted once (by its kv block) in invalid_tokens when the
-// caller gave it: the kernel never writes outside q/q_out and the cache whatever the indices
-// hold (fusednorm.h, "Index values").
+// tokens (batch invariance). Thread 0 of every block locates the block's token with mla_locate
+// (core/call_mla.h), which checks every index value it reads, and hands the result to the block
+// through shared memory (one thread's 64-bit divisions and index reads, not every thread's); a
+// token it rejects is skipped whole (no q, no cache write), and counted once (by its kv block) in
+// invalid_tokens when the caller gave it: the kernel never writes outside q/q_out and the cache
+// whatever the indices hold (fusednorm.h, "Index values"). The divisions by per_token and by R / 8
+// are DivU32's multiplications (plan.h).
 // The latent row's sum of squares is the canonical one (docs/numerics.md §2): thread i owns
 // partials [i*pv, i*pv + pv) (pv = max(1, P / kMlaThreads)), each summed over its steps in order,
 // then the pairwise tree in registers, across lanes (shfl_xor) and across warps
@@ -43,6 +45,9 @@ struct MlaAccess {
   int32_t q, q_out, cs;  // vectors of one unit (8 elements, or two runs of 4 with neox)
   int32_t kv, w, cache;  // elements
   uint32_t per_token;    // blocks a token (grid layout above)
+  DivU32 per_token_div;  // division by per_token
+  DivU32 units_div;      // division by R / 8 (q units a head)
+  int32_t same_unit;     // kMlaThreads is a multiple of R / 8: a thread's q units share their cos/sin
 };
 
 // Element i of a row of dtype t as f32.
@@ -86,36 +91,32 @@ struct QUnit {
     }
   }
 
-  template <class Cs>
-  __device__ __forceinline__ void finish(const MlaCall& c, const MlaAccess& a, char* o, const char* cs, int32_t u) const {
+  // tab: the unit's 8 cos/sin values (mla_load_tab).
+  __device__ __forceinline__ void finish(const MlaCall& c, const MlaAccess& a, char* o, const float tab[8],
+                                         int32_t u) const {
     const int32_t r = int32_t(c.rope);
-    float tab[8];
-    Cs::load8(cs, 8 * u, r, a.cs, tab);
     uint32_t out[Vec<kB, 8>::kWords];
-#pragma unroll
-    for (int k = 0; k < Vec<kB, 8>::kWords; ++k) out[k] = 0;
     if (!c.neox) {
+      float v[8];  // re, im of pair k at 2k, 2k + 1
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
         const math::RopePair p = math::rope_rotate(In::get(w, 2 * k), In::get(w, 2 * k + 1), tab[2 * k], tab[2 * k + 1]);
-        const uint32_t c0 = In::encode(p.re), c1 = In::encode(p.im);
-        if (kB == 4) {
-          out[2 * k] = c0;
-          out[2 * k + 1] = c1;
-        } else {
-          out[k] = c0 | (c1 << 16);
-        }
+        v[2 * k] = p.re;
+        v[2 * k + 1] = p.im;
       }
+      encode_words<kIn, 8>(v, out);
       store_vec<kB, 8>(o, 8 * u, r, a.q_out, out);
       return;
     }
+    float re[4], im[4];
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
       const math::RopePair p = math::rope_rotate(In::get(w, k), In::get(w + kHalf, k), tab[2 * k], tab[2 * k + 1]);
-      const int word = kB == 4 ? k : k / 2, shift = kB == 4 ? 0 : 16 * (k % 2);
-      out[word] |= In::encode(p.re) << shift;
-      out[kHalf + word] |= In::encode(p.im) << shift;
+      re[k] = p.re;
+      im[k] = p.im;
     }
+    encode_words<kIn, 4>(re, out);
+    encode_words<kIn, 4>(im, out + kHalf);
     store_vec<kB, 4>(o, 4 * u, r, a.q_out, out);
     store_vec<kB, 4>(o, r / 2 + 4 * u, r, a.q_out, out + kHalf);
   }
@@ -138,6 +139,38 @@ struct CsBF16 {
     for (int k = 0; k < 8; ++k) v[k] = InTraits<DType::kBF16>::get(w, k);
   }
 };
+// The 8 cos/sin values of q unit u from the token's table row cs.
+__device__ __forceinline__ void mla_load_tab(const MlaCall& c, const MlaAccess& a, const char* cs, int32_t u,
+                                             float tab[8]) {
+  if (c.cs_type == DType::kF32) CsF32::load8(cs, 8 * u, int32_t(c.rope), a.cs, tab);
+  else CsBF16::load8(cs, 8 * u, int32_t(c.rope), a.cs, tab);
+}
+
+// Thread 0 of a block locates token t (from the reads g it issued earlier) and hands the block,
+// through shared memory, whether the token is valid, its cos/sin row and its cache row's byte
+// offset; a barrier for all. The kv block counts a rejected token.
+struct MlaWhere {
+  int64_t pos, cache_offset;
+  int32_t ok;
+};
+__device__ __forceinline__ MlaWhere mla_locate_block(const MlaCall& c, int64_t t, const MlaGuess& g, bool count) {
+  __shared__ int64_t where[2];
+  __shared__ int32_t ok;
+  if (threadIdx.x == 0) {
+    MlaSlot s;
+    const bool valid = mla_locate(c, t, g, &s) == MlaLocate::kOk;
+    ok = valid ? 1 : 0;
+    where[0] = s.pos;
+    where[1] = mla_cache_row(c, s) - c.cache;
+    if (!valid && count && c.invalid_tokens != nullptr) atomicAdd(c.invalid_tokens, 1);
+  }
+  __syncthreads();
+  MlaWhere w;
+  w.ok = ok;
+  w.pos = where[0];
+  w.cache_offset = where[1];
+  return w;
+}
 
 // The latent row of token t: norm of [0, L), rotation of [L, L + R), codes of v / k_scale. The sum
 // of squares needs no index value: it runs while the first index reads (mla_guess) are in flight,
@@ -150,7 +183,8 @@ __device__ __forceinline__ void mla_kv_row(const MlaCall& c, const MlaAccess& a,
   __shared__ float unused[1];
   const int32_t l = int32_t(c.rank), r = int32_t(c.rope), tid = int32_t(threadIdx.x);
   const char* x = c.kv + t * c.kv_stride;
-  const MlaGuess g = mla_guess(c, t);  // in flight during the reduction
+  MlaGuess g;
+  if (tid == 0) g = mla_guess(c, t);  // in flight during the reduction
   const int32_t p_count = int32_t(math::reduction_partials(l));
   const int32_t pv = p_count > kMlaThreads ? p_count / kMlaThreads : 1;
   float part[kMlaMaxPv];
@@ -172,13 +206,10 @@ __device__ __forceinline__ void mla_kv_row(const MlaCall& c, const MlaAccess& a,
   const float inv = row_reduce_finish<kWarp, false, true>(
       part[0], tid, kMlaThreads, 0, red, [](float u, float v) { return math::add_rn(u, v); },
       [&](float ss) { return math::inv_rms(ss, l_f, eps); }, unused);
-  MlaSlot s;
-  if (mla_locate(c, t, g, &s) != MlaLocate::kOk) {
-    if (tid == 0 && c.invalid_tokens != nullptr) atomicAdd(c.invalid_tokens, 1);
-    return;
-  }
-  char* dst = mla_cache_row(c, s);
-  const char* cs = c.cos_sin + s.pos * c.cs_stride;
+  const MlaWhere wh = mla_locate_block(c, t, g, true);
+  if (!wh.ok) return;
+  char* dst = c.cache + wh.cache_offset;
+  const char* cs = c.cos_sin + wh.pos * c.cs_stride;
   const float ks = mla_k_scale(c);
   for (int32_t i = tid; i < l; i += kMlaThreads) {
     const float g = math::add_rn(mla_load(c.w_type, c.weight, i, a.w), c.weight_offset);
@@ -198,36 +229,38 @@ __device__ __forceinline__ void mla_kv_row(const MlaCall& c, const MlaAccess& a,
 template <DType kIn, int kUnits>
 __global__ void __launch_bounds__(kMlaThreads)
     mla_rope_rmsnorm_quant_kernel(FN_GRID_CONSTANT const MlaCall c, const MlaAccess a) {
-  const uint32_t token = blockIdx.x / a.per_token, part = blockIdx.x - token * a.per_token;
+  const uint32_t token = a.per_token_div.div(blockIdx.x), part = blockIdx.x - token * a.per_token;
   const int64_t t = int64_t(token);
   if (part == 0) {
     mla_kv_row<kIn>(c, a, t);
     return;
   }
-  // kUnits units a thread, kMlaThreads apart: their loads are in flight together, and the token
-  // is located once for them.
+  // kUnits units a thread, kMlaThreads apart: their loads are in flight together while the token
+  // is located (once for the block).
   const int32_t units = int32_t(c.rope / 8), total = int32_t(c.heads) * units;
   const int32_t first = int32_t(part - 1) * kMlaThreads * kUnits + int32_t(threadIdx.x);
-  if (first >= total) return;
   QUnit<kIn> q[kUnits];
 #pragma unroll
   for (int k = 0; k < kUnits; ++k) {
     const int32_t unit = first + k * kMlaThreads;
     if (unit >= total) break;
-    const int32_t h = unit / units, u = unit - h * units;
-    q[k].load(c, a, c.q + t * c.q_stride_t + h * c.q_stride_h, u);  // in flight while the slot is located
+    const int32_t h = int32_t(a.units_div.div(uint32_t(unit))), u = unit - h * units;
+    q[k].load(c, a, c.q + t * c.q_stride_t + h * c.q_stride_h, u);
   }
-  MlaSlot s;
-  if (mla_locate(c, t, mla_guess(c, t), &s) != MlaLocate::kOk) return;  // skipped (counted by the token's kv block)
-  const char* cs = c.cos_sin + s.pos * c.cs_stride;
+  MlaGuess g;
+  if (threadIdx.x == 0) g = mla_guess(c, t);
+  const MlaWhere wh = mla_locate_block(c, t, g, false);  // a rejected token: counted by its kv block
+  if (!wh.ok || first >= total) return;
+  const char* cs = c.cos_sin + wh.pos * c.cs_stride;
+  float tab[8];
+  if (a.same_unit) mla_load_tab(c, a, cs, first - int32_t(a.units_div.div(uint32_t(first))) * units, tab);
 #pragma unroll
   for (int k = 0; k < kUnits; ++k) {
     const int32_t unit = first + k * kMlaThreads;
     if (unit >= total) break;
-    const int32_t h = unit / units, u = unit - h * units;
-    char* o = c.q_out + t * c.qo_stride_t + h * c.qo_stride_h;
-    if (c.cs_type == DType::kF32) q[k].template finish<CsF32>(c, a, o, cs, u);
-    else q[k].template finish<CsBF16>(c, a, o, cs, u);
+    const int32_t h = int32_t(a.units_div.div(uint32_t(unit))), u = unit - h * units;
+    if (!a.same_unit) mla_load_tab(c, a, cs, u, tab);
+    q[k].finish(c, a, c.q_out + t * c.qo_stride_t + h * c.qo_stride_h, tab, u);
   }
 }
 
@@ -285,6 +318,9 @@ fusednorm_status mla_rope_rmsnorm_quant(const MlaCall* call, int32_t device, voi
   a.cache = std::min(mla_access(c.cache, c.num_pages, c.cache_page_stride, cache_bytes, cache_bytes),
                      mla_access(c.cache, c.page_size, c.cache_slot_stride, cache_bytes, cache_bytes));
   a.per_token = uint32_t(per_token);
+  a.per_token_div = DivU32::of(uint32_t(per_token));
+  a.units_div = DivU32::of(uint32_t(c.rope / 8));
+  a.same_unit = kMlaThreads % (c.rope / 8) == 0 ? 1 : 0;
   const dim3 grid(unsigned(c.tokens * per_token));
   const gpuStream_t s = static_cast<gpuStream_t>(stream);
   switch (c.in_type) {

@@ -118,6 +118,24 @@ inline Plan fast_plan(const RmsnormQuantCall& c, const RowShape& s, int warp) {
   return step_groups_fit(c.group, s, warp) ? Plan::kGroup : Plan::kAll;
 }
 
+// Division by a divisor fixed for a launch (d >= 1), without a divide instruction: the host
+// computes m and l once; n / d = (umulhi(n, m) + n) >> l for every 32-bit n, with l = ceil(log2 d)
+// and m = floor(2^32 (2^l - d) / d) + 1 (Granlund and Montgomery, "Division by invariant integers
+// using multiplication", 1994, Theorem 4.2; tests/unit/math_test.cc checks it).
+struct DivU32 {
+  uint32_t m = 1;
+  int32_t l = 0;
+  static DivU32 of(uint32_t d) {
+    DivU32 r;
+    while ((uint64_t(1) << r.l) < d) ++r.l;
+    r.m = uint32_t(((uint64_t(1) << 32) * ((uint64_t(1) << r.l) - d)) / d + 1);
+    return r;
+  }
+  FN_HD uint32_t div(uint32_t n) const {
+    return uint32_t(((uint64_t(n) * m >> 32) + n) >> l);
+  }
+};
+
 // Steps a thread holds in the kernel chosen (the weight table in shared memory has that many).
 inline int kernel_steps(const RowShape& s, Plan plan) { return plan != Plan::kAll ? s.steps : kElemsPerThread / s.vec; }
 

@@ -5,11 +5,13 @@
 #include <string.h>
 
 #include <cmath>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
 #include "common/targets.h"
 #include "common/test_tensor.h"
+#include "backends/gpu/plan.h"
 #include "core/elements.h"
 #include "core/validate.h"
 
@@ -171,6 +173,41 @@ bool spec_signed_nan(DType t) {
   for (const FormatSpec& f : kSpecs)
     if (f.type == t) return !f.fnuz;
   return t == DType::kBF16;
+}
+
+// The GPU kernels' division by a launch's constant (backends/gpu/plan.h): every divisor up to
+// 4096 and around every power of two, against numerators at and around multiples of the divisor,
+// the ends of the range and a random sample.
+TEST_CASE("math: DivU32 equals integer division", "[math]") {
+  std::vector<uint32_t> divisors;
+  for (uint32_t d = 1; d <= 4096; ++d) divisors.push_back(d);
+  for (int b = 12; b < 32; ++b)
+    for (int64_t k = -2; k <= 2; ++k) divisors.push_back(uint32_t((int64_t(1) << b) + k));
+  divisors.push_back(0xFFFFFFFFu);
+  divisors.push_back(0xFFFFFFFEu);
+  uint64_t rng = 0x9E3779B97F4A7C15ull;
+  const auto next = [&rng] {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return uint32_t(rng >> 16);
+  };
+  int64_t bad = 0;
+  for (const uint32_t d : divisors) {
+    const gpu::DivU32 q = gpu::DivU32::of(d);
+    const auto check = [&](uint64_t n) {
+      if (n > 0xFFFFFFFFull) return;
+      if (q.div(uint32_t(n)) != uint32_t(n) / d) ++bad;
+    };
+    for (uint64_t n = 0; n < 64; ++n) check(n);
+    for (uint64_t k = 1; k < 64; ++k)
+      for (int64_t e = -1; e <= 1; ++e) check(uint64_t(int64_t(k * d) + e));
+    for (uint64_t k = 0xFFFFFFFFull / d; k + 2 > 0xFFFFFFFFull / d && k > 0; --k)
+      for (int64_t e = -1; e <= 1; ++e) check(uint64_t(int64_t(k * d) + e));
+    for (uint64_t n = 0xFFFFFFFFull - 64; n <= 0xFFFFFFFFull; ++n) check(n);
+    for (int i = 0; i < 256; ++i) check(next());
+  }
+  CHECK(bad == 0);
 }
 
 TEST_CASE("math: the spec's values of known codes", "[math]") {
