@@ -194,15 +194,19 @@ __global__ void verify_pair_kernel(uint64_t base, uint64_t n, unsigned long long
   }
 }
 
-// The same check for the kernels' branch-free e2m1 encoder (math::encode_f4e2m1_sel). Each side out
-// of line, so that the compiler cannot fold the comparison (the two compute the same expressions).
+// The same check for the kernels' e2m1 encoders: branch-free (math::encode_f4e2m1_sel) on every
+// input, float arithmetic (math::encode_f4e2m1_num) on every non-NaN input. Each side out of line,
+// so that the compiler cannot fold the comparison (the two compute the same expressions).
 inline __device__ __noinline__ uint32_t f4_sel_out_of_line(float v) { return math::encode_f4e2m1_sel(v); }
+inline __device__ __noinline__ uint32_t f4_num_out_of_line(float v) { return math::encode_f4e2m1_num(v); }
 inline __device__ __noinline__ uint32_t f4_ref_out_of_line(float v) { return math::f4e2m1::encode<false>(v); }
 template <int kUnused = 0>
 __global__ void verify_f4_kernel(uint64_t base, uint64_t n, unsigned long long* bad, unsigned int* first) {
   for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) {
     const uint32_t u = uint32_t(base + i);
-    if (f4_sel_out_of_line(math::float_of(u)) != f4_ref_out_of_line(math::float_of(u))) {
+    const float v = math::float_of(u);
+    const uint32_t want = f4_ref_out_of_line(v);
+    if (f4_sel_out_of_line(v) != want || (v == v && f4_num_out_of_line(v) != want)) {
       atomicAdd(bad, 1ull);
       atomicMin(first, u);
     }

@@ -12,6 +12,8 @@
 
 #include <stdint.h>
 
+#include <stdlib.h>
+
 #include <algorithm>
 #include <mutex>
 #include <vector>
@@ -40,14 +42,20 @@ __device__ __forceinline__ float load_f32_any(const char* p) {
   return math::float_of(u);
 }
 
-// kVec e2m1 codes of v × r in one word (the branch-free encoder, proven equal to the shared one by
-// verify_encoders): element j in bits 4j .. 4j+3 (element 2k in the low
-// nibble of byte k).
+// kVec e2m1 codes of v × r in one word, element j in bits 4j .. 4j+3 (element 2k in the low nibble
+// of byte k). Where no v × r can be NaN (`num`: the block's y are finite, so its amax is below
+// Inf's bits, and r is finite) the float-arithmetic encoder, else the branch-free one (both proven
+// equal to the shared one by verify_encoders).
 template <int kVec>
-__device__ __forceinline__ uint32_t pack_fp4(const float v[kVec], float r) {
+__device__ __forceinline__ uint32_t pack_fp4(const float v[kVec], float r, bool num) {
   uint32_t w = 0;
+  if (num) {
 #pragma unroll
-  for (int j = 0; j < kVec; ++j) w |= math::encode_f4e2m1_sel(math::mul_rn(v[j], r)) << (4 * j);
+    for (int j = 0; j < kVec; ++j) w |= math::encode_f4e2m1_num(math::mul_rn(v[j], r)) << (4 * j);
+  } else {
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) w |= math::encode_f4e2m1_sel(math::mul_rn(v[j], r)) << (4 * j);
+  }
   return w;
 }
 
@@ -60,8 +68,8 @@ __device__ __forceinline__ math::BlockScale block_scale(uint32_t amax, float gs)
 // Up to 512 threads a block; the 4-step kernels at most kFp4Regs4 registers a thread (three
 // blocks of 256 threads an SM), the 8-step ones 128.
 constexpr int kFp4Regs4 = 80;
-template <DType kIn, int kSteps, int kBlock, int kWarp>
-__global__ void FN_KERNEL_BOUNDS(kMaxBlockThreads / 2, kSteps <= 4 ? kFp4Regs4 : 128)
+template <DType kIn, int kSteps, int kBlock, int kWarp, int kVar = 1>
+__global__ void FN_KERNEL_BOUNDS(kMaxBlockThreads / 2, kSteps <= 4 ? (kVar == 2 || kVar == 3 ? 96 : kFp4Regs4) : 128)
     rmsnorm_fp4_kernel(FN_GRID_CONSTANT const RmsnormFp4Call c, const RowShape shape, const Accesses acc) {
   using In = InTraits<kIn>;
   constexpr int kFp4MaxSteps = kSteps;
@@ -93,8 +101,8 @@ __global__ void FN_KERNEL_BOUNDS(kMaxBlockThreads / 2, kSteps <= 4 ? kFp4Regs4 :
       if (c.res.data != nullptr) gpu_prefetch_l2_range(row_at<false>(c.lead, c.res, next), uint32_t(h) * In::kBytes, t, T);
     }
     // 1. x as the input dtype's words (with the residual sum, rounded and written back), the
-    // partial sums of squares. The words, not f32 values, stay in registers (half as many for
-    // 16-bit inputs); y is computed from them where it is used, twice (maxima, codes).
+    // partial sums of squares. The words, not f32 values, stay in registers until inv is known
+    // (half as many for 16-bit inputs); then y, once, for the maxima and the codes.
     uint32_t raw[kFp4MaxSteps][kW];
     char* in_row = real ? row_at<false>(c.lead, c.in, row) : nullptr;
     char* res_row = real && c.res.data != nullptr ? row_at<false>(c.lead, c.res, row) : nullptr;
@@ -153,13 +161,15 @@ __global__ void FN_KERNEL_BOUNDS(kMaxBlockThreads / 2, kSteps <= 4 ? kFp4Regs4 :
       }
     };
 
-    // 2. the blocks' |y| maxima (lanes of a step, then steps of a block), scales, codes.
+    // 2. the blocks' |y| maxima (lanes of a step, then steps of a block), scales, codes. y is
+    // kept from the maxima to the codes.
     char* out_row = real ? row_at<false>(c.lead, c.out, row) : nullptr;
     uint32_t am[kFp4MaxSteps];
+    float ys[kFp4MaxSteps][kFp4Vec];
 #pragma unroll
     for (int s = 0; s < kFp4MaxSteps; ++s) {
       uint32_t m = 0;
-      float y[kFp4Vec];
+      float* y = ys[s];
       y_of(s, y);
 #pragma unroll
       for (int j = 0; j < kFp4Vec; ++j) {
@@ -173,6 +183,10 @@ __global__ void FN_KERNEL_BOUNDS(kMaxBlockThreads / 2, kSteps <= 4 ? kFp4Regs4 :
           m = o > m ? o : m;
         }
       am[s] = m;
+      if (kVar == 0 || kVar >= 3) {
+#pragma unroll
+        for (int j = 0; j < kFp4Vec; ++j) y[j] = 0.0f;
+      }
     }
     // Blocks of spb = 2 or 4 steps: a butterfly over aligned groups of steps.
 #pragma unroll
@@ -221,9 +235,8 @@ __global__ void FN_KERNEL_BOUNDS(kMaxBlockThreads / 2, kSteps <= 4 ? kFp4Regs4 :
     for (int s = 0; s < kFp4MaxSteps; ++s) {
       const int32_t e = s * P + kFp4Vec * t;
       if (!(s < S && e < h && real)) continue;
-      float y[kFp4Vec];
-      y_of(s, y);
-      const uint32_t w = pack_fp4<kFp4Vec>(y, r[s]);
+      if (kVar == 0 || kVar >= 3) y_of(s, ys[s]);
+      const uint32_t w = pack_fp4<kFp4Vec>(ys[s], r[s], kVar != 4 && am[s] < math::kF32InfBits && fabsf(r[s]) < INFINITY);
       char* p = out_row + e / 2;
       if (acc.out == kVectors) {
         FN_STORE_GLOBAL(reinterpret_cast<uint32_t*>(p), w);
@@ -304,7 +317,12 @@ template <DType kIn>
 gpuError_t launch_rmsnorm_fp4_in(const RmsnormFp4Call& c, const RowShape& shape, const Accesses& acc, int device,
                                  gpuStream_t stream) {
   const bool nv = c.format == FUSEDNORM_FP4_NVFP4;
-  Fp4Kernel fn = shape.steps <= 4 ? (nv ? &rmsnorm_fp4_kernel<kIn, 4, 16, kGpuWarp> : &rmsnorm_fp4_kernel<kIn, 4, 32, kGpuWarp>)
+  static const int var = getenv("FN_FP4_VAR") ? atoi(getenv("FN_FP4_VAR")) : 1;
+  Fp4Kernel fn = shape.steps <= 4 ? (var == 0 ? (nv ? &rmsnorm_fp4_kernel<kIn, 4, 16, kGpuWarp, 0> : &rmsnorm_fp4_kernel<kIn, 4, 32, kGpuWarp, 0>)
+                                     : var == 2 ? (nv ? &rmsnorm_fp4_kernel<kIn, 4, 16, kGpuWarp, 2> : &rmsnorm_fp4_kernel<kIn, 4, 32, kGpuWarp, 2>)
+                                     : var == 3 ? (nv ? &rmsnorm_fp4_kernel<kIn, 4, 16, kGpuWarp, 3> : &rmsnorm_fp4_kernel<kIn, 4, 32, kGpuWarp, 3>)
+                                     : var == 4 ? (nv ? &rmsnorm_fp4_kernel<kIn, 4, 16, kGpuWarp, 4> : &rmsnorm_fp4_kernel<kIn, 4, 32, kGpuWarp, 4>)
+                                     : (nv ? &rmsnorm_fp4_kernel<kIn, 4, 16, kGpuWarp> : &rmsnorm_fp4_kernel<kIn, 4, 32, kGpuWarp>))
                                   : (nv ? &rmsnorm_fp4_kernel<kIn, kMaxSteps, 16, kGpuWarp>
                                         : &rmsnorm_fp4_kernel<kIn, kMaxSteps, 32, kGpuWarp>);
   return launch_fp4(fn, c, shape, acc, device, stream);

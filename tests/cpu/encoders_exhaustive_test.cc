@@ -122,10 +122,14 @@ TEST_CASE("encoders: rmsnorm_quant's encoders (canonical NaN) for all 2^32 f32 i
 // fusednorm_cast (f4e2m1 has no signed NaN, so the canonical-NaN variant is the same code).
 // Called through volatile pointers: inlined, the compiler can fold the comparison away (the two
 // compute the same expressions), and the loop would test nothing.
+// encode_f4e2m1_num (the kernels' encoder where no value can be NaN) is checked in the same sweep,
+// on every input that is not NaN.
 uint32_t (*volatile g_f4_sel)(float) = math::encode_f4e2m1_sel;
+uint32_t (*volatile g_f4_num)(float) = math::encode_f4e2m1_num;
 uint32_t (*volatile g_f4_ref)(float) = math::f4e2m1::encode<false>;
 
-TEST_CASE("encoders: encode_f4e2m1_sel equals f4e2m1::encode for all 2^32 f32 inputs", "[exhaustive]") {
+TEST_CASE("encoders: encode_f4e2m1_sel (every input) and encode_f4e2m1_num (every non-NaN input) equal "
+          "f4e2m1::encode over all 2^32 f32 inputs", "[exhaustive]") {
   std::atomic<uint64_t> bad{0};
   std::atomic<uint32_t> first{0xFFFFFFFFu};
   tbb::parallel_for(uint64_t(0), uint64_t(1) << 16, [&](uint64_t hi) {
@@ -133,7 +137,8 @@ TEST_CASE("encoders: encode_f4e2m1_sel equals f4e2m1::encode for all 2^32 f32 in
     for (uint32_t lo = 0; lo < (1u << 16); ++lo) {
       const uint32_t u = uint32_t(hi << 16) | lo;
       const float v = math::float_of(u);
-      if (g_f4_sel(v) != g_f4_ref(v)) {
+      const uint32_t want = g_f4_ref(v);
+      if (g_f4_sel(v) != want || (v == v && g_f4_num(v) != want)) {
         ++n;
         uint32_t f = first.load();
         while (u < f && !first.compare_exchange_weak(f, u)) {
