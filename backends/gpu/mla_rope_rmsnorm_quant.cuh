@@ -2,23 +2,26 @@
 // mla_rope_rmsnorm_quant on the GPU: the kernel (one instantiation per input dtype) and its
 // launcher (declared in ops.h, in the table of plugin.cuh).
 //
-// Grid: one dimension, `per_token` = 1 + ceil(Hq * R / 8 / (kMlaThreads * U)) consecutive blocks a
-// token: its latent kv row, then its q heads (U = 1 or kMlaQUnits units of 8 q elements a thread,
-// kMlaThreads apart), so that
-// every wave mixes the short, latency-bound kv blocks with the q blocks' streaming. From the
-// call's shapes only, never from the token count: a token's bytes do not depend on the other
-// tokens (batch invariance). Thread 0 of every block locates the block's token with mla_locate
-// (core/call_mla.h), which checks every index value it reads, and hands the result to the block
-// through shared memory (one thread's 64-bit divisions and index reads, not every thread's); a
-// token it rejects is skipped whole (no q, no cache write), and counted once (by its kv block) in
-// invalid_tokens when the caller gave it: the kernel never writes outside q/q_out and the cache
-// whatever the indices hold (fusednorm.h, "Index values"). The divisions by per_token and by R / 8
-// are DivU32's multiplications (plan.h).
-// The latent row's sum of squares is the canonical one (docs/numerics.md §2): thread i owns
-// partials [i*pv, i*pv + pv) (pv = max(1, P / kMlaThreads)), each summed over its steps in order,
-// then the pairwise tree in registers, across lanes (shfl_xor) and across warps
-// (row_reduce_finish); threads past P hold +0 (exact). Every encoder and the rotation are the
-// shared math's (no hardware conversion).
+// Grid: one dimension, in groups of K tokens (K = kMlaThreads / warp where a latent row's
+// partials fit kMlaMaxPv a lane, e.g. L 512: one warp a kv row; else K = 1 and the block): a group
+// is `per_group` = 1 + K * Q consecutive blocks, its kv block (K latent kv rows) then Q = ceil(Hq
+// * R / 8 / (kMlaThreads * U)) q blocks a token (U = 1 or kMlaQUnits units of 8 q elements a
+// thread, kMlaThreads apart), so that every wave mixes the short, latency-bound kv work with the
+// q blocks' streaming. From the call's shapes only, never from the token count: a token's bytes
+// do not depend on the other tokens (batch invariance). The first thread of a kv row's group and
+// thread 0 of a q block locate the token with mla_locate (core/call_mla.h), which checks every
+// index value it reads, and hand the result on (shuffles in a warp, shared memory in a block: one
+// thread's 64-bit divisions and index reads, not every thread's); a token it rejects is skipped
+// whole (no q, no cache write), and counted once (by its kv row) in invalid_tokens when the caller
+// gave it: the kernel never writes outside q/q_out and the cache whatever the indices hold
+// (fusednorm.h, "Index values"). The divisions by per_group, Q and R / 8 are DivU32's
+// multiplications (plan.h).
+// The latent row's sum of squares is the canonical one (docs/numerics.md §2): thread i of the
+// row's G threads (a warp or the block) owns partials [i*pv, i*pv + pv) (pv = max(1, P / G)), each
+// summed over its steps in order, then the pairwise tree in registers, across lanes (shfl_xor)
+// and, in a block, across warps (row_reduce_finish); threads past P hold +0 (exact). The rotation
+// is the shared math's; the codes are encode.cuh's (hardware conversions proven equal to the
+// shared encoders).
 #pragma once
 
 #include <stdint.h>
@@ -44,8 +47,11 @@ constexpr int kMlaMaxPv = 16;  // P <= 4096 = 16 * kMlaThreads
 struct MlaAccess {
   int32_t q, q_out, cs;  // vectors of one unit (8 elements, or two runs of 4 with neox)
   int32_t kv, w, cache;  // elements
-  uint32_t per_token;    // blocks a token (grid layout above)
-  DivU32 per_token_div;  // division by per_token
+  uint32_t kv_rows;      // kv rows of a kv block: one a warp, or 1 (the block's)
+  uint32_t q_blocks;     // q blocks a token
+  uint32_t per_group;    // blocks of kv_rows tokens: 1 + kv_rows * q_blocks (grid layout above)
+  DivU32 per_group_div;  // division by per_group
+  DivU32 q_blocks_div;   // division by q_blocks
   DivU32 units_div;      // division by R / 8 (q units a head)
   int32_t same_unit;     // kMlaThreads is a multiple of R / 8: a thread's q units share their cos/sin
 };
@@ -146,47 +152,69 @@ __device__ __forceinline__ void mla_load_tab(const MlaCall& c, const MlaAccess& 
   else CsBF16::load8(cs, 8 * u, int32_t(c.rope), a.cs, tab);
 }
 
-// Thread 0 of a block locates token t (from the reads g it issued earlier) and hands the block,
-// through shared memory, whether the token is valid, its cos/sin row and its cache row's byte
-// offset; a barrier for all. The kv block counts a rejected token.
+// The first thread of a group of kLanes threads (a warp, or the whole block) locates token t
+// (from the reads g it issued earlier) and hands the group whether the token is valid, its
+// cos/sin row and its cache row's byte offset: by shuffles within a warp, through shared memory
+// and a barrier in a block. A kv group counts a rejected token.
 struct MlaWhere {
-  int64_t pos, cache_offset;
-  int32_t ok;
+  int64_t pos = 0, cache_offset = 0;
+  int32_t ok = 0;
 };
-__device__ __forceinline__ MlaWhere mla_locate_block(const MlaCall& c, int64_t t, const MlaGuess& g, bool count) {
-  __shared__ int64_t where[2];
-  __shared__ int32_t ok;
-  if (threadIdx.x == 0) {
-    MlaSlot s;
-    const bool valid = mla_locate(c, t, g, &s) == MlaLocate::kOk;
-    ok = valid ? 1 : 0;
-    where[0] = s.pos;
-    where[1] = mla_cache_row(c, s) - c.cache;
-    if (!valid && count && c.invalid_tokens != nullptr) atomicAdd(c.invalid_tokens, 1);
-  }
-  __syncthreads();
+__device__ __forceinline__ MlaWhere mla_locate_here(const MlaCall& c, int64_t t, const MlaGuess& g, bool count) {
+  MlaSlot s;
   MlaWhere w;
-  w.ok = ok;
-  w.pos = where[0];
-  w.cache_offset = where[1];
+  w.ok = mla_locate(c, t, g, &s) == MlaLocate::kOk ? 1 : 0;
+  w.pos = s.pos;
+  w.cache_offset = mla_cache_row(c, s) - c.cache;
+  if (!w.ok && count && c.invalid_tokens != nullptr) atomicAdd(c.invalid_tokens, 1);
   return w;
 }
+__device__ __forceinline__ int64_t mla_shfl0(int64_t v) {
+  const uint32_t lo = FN_SHFL(uint32_t(uint64_t(v)), 0, kGpuWarp), hi = FN_SHFL(uint32_t(uint64_t(v) >> 32), 0, kGpuWarp);
+  return int64_t(uint64_t(lo) | (uint64_t(hi) << 32));
+}
+template <int kLanes>
+__device__ __forceinline__ MlaWhere mla_locate_group(const MlaCall& c, int64_t t, const MlaGuess& g, bool count) {
+  const bool first = threadIdx.x % kLanes == 0;
+  if constexpr (kLanes == kGpuWarp) {
+    MlaWhere w;
+    if (first) w = mla_locate_here(c, t, g, count);
+    w.ok = FN_SHFL(w.ok, 0, kGpuWarp);
+    w.pos = mla_shfl0(w.pos);
+    w.cache_offset = mla_shfl0(w.cache_offset);
+    return w;
+  } else {
+    __shared__ int64_t where[2];
+    __shared__ int32_t ok;
+    if (first) {
+      const MlaWhere w = mla_locate_here(c, t, g, count);
+      ok = w.ok;
+      where[0] = w.pos;
+      where[1] = w.cache_offset;
+    }
+    __syncthreads();
+    MlaWhere w;
+    w.ok = ok;
+    w.pos = where[0];
+    w.cache_offset = where[1];
+    return w;
+  }
+}
 
-// The latent row of token t: norm of [0, L), rotation of [L, L + R), codes of v / k_scale. The sum
-// of squares needs no index value: it runs while the first index reads (mla_guess) are in flight,
-// then the token is located (and, when invalid, counted and skipped: a uniform exit after the
-// block's last barrier).
-template <DType kIn>
+// The latent row of token t, by a group of kLanes threads (a warp where the row's partials fit
+// kMlaMaxPv a lane, else the block): norm of [0, L), rotation of [L, L + R), codes of v / k_scale.
+// The sum of squares needs no index value: it runs while the first index reads (mla_guess) are in
+// flight, then the token is located (and, when invalid, counted and skipped: a uniform exit after
+// the group's last barrier).
+template <DType kIn, int kLanes>
 __device__ __forceinline__ void mla_kv_row(const MlaCall& c, const MlaAccess& a, int64_t t) {
   constexpr int kWarp = kGpuWarp;
-  __shared__ __align__(16) float red[kMlaThreads / kWarp];
-  __shared__ float unused[1];
-  const int32_t l = int32_t(c.rank), r = int32_t(c.rope), tid = int32_t(threadIdx.x);
+  const int32_t l = int32_t(c.rank), r = int32_t(c.rope), tid = int32_t(threadIdx.x % kLanes);
   const char* x = c.kv + t * c.kv_stride;
   MlaGuess g;
   if (tid == 0) g = mla_guess(c, t);  // in flight during the reduction
   const int32_t p_count = int32_t(math::reduction_partials(l));
-  const int32_t pv = p_count > kMlaThreads ? p_count / kMlaThreads : 1;
+  const int32_t pv = p_count > kLanes ? p_count / kLanes : 1;
   float part[kMlaMaxPv];
 #pragma unroll
   for (int k = 0; k < kMlaMaxPv; ++k) {
@@ -203,42 +231,58 @@ __device__ __forceinline__ void mla_kv_row(const MlaCall& c, const MlaAccess& a,
 #pragma unroll
     for (int j = 0; j < n / 2; ++j) part[j] = math::add_rn(part[2 * j], part[2 * j + 1]);
   const float l_f = math::length_f32(l), eps = c.eps;
-  const float inv = row_reduce_finish<kWarp, false, true>(
-      part[0], tid, kMlaThreads, 0, red, [](float u, float v) { return math::add_rn(u, v); },
-      [&](float ss) { return math::inv_rms(ss, l_f, eps); }, unused);
-  const MlaWhere wh = mla_locate_block(c, t, g, true);
+  const auto add = [](float u, float v) { return math::add_rn(u, v); };
+  float inv;
+  if constexpr (kLanes == kWarp) {
+    inv = math::inv_rms(warp_reduce<kWarp>(part[0], add), l_f, eps);
+  } else {
+    __shared__ __align__(16) float red[kMlaThreads / kWarp];
+    __shared__ float unused[1];
+    inv = row_reduce_finish<kWarp, false, true>(
+        part[0], tid, kMlaThreads, 0, red, add, [&](float ss) { return math::inv_rms(ss, l_f, eps); }, unused);
+  }
+  const MlaWhere wh = mla_locate_group<kLanes>(c, t, g, true);
   if (!wh.ok) return;
   char* dst = c.cache + wh.cache_offset;
   const char* cs = c.cos_sin + wh.pos * c.cs_stride;
+  // v / k_scale; v itself without a scale (v / 1 is v, and the encoders write one NaN for every NaN).
   const float ks = mla_k_scale(c);
-  for (int32_t i = tid; i < l; i += kMlaThreads) {
+  const auto scaled = [ks](float v) { return ks == 1.0f ? v : math::div_rn(v, ks); };
+  for (int32_t i = tid; i < l; i += kLanes) {
     const float g = math::add_rn(mla_load(c.w_type, c.weight, i, a.w), c.weight_offset);
     const float y = math::norm_apply(mla_load(kIn, x, i, a.kv), inv, g);
-    mla_store_cache(c, dst, i, math::div_rn(y, ks), a.cache);
+    mla_store_cache(c, dst, i, scaled(y), a.cache);
   }
   const bool neox = c.neox != 0;
-  for (int32_t j = tid; j < r / 2; j += kMlaThreads) {
+  for (int32_t j = tid; j < r / 2; j += kLanes) {
     const int32_t i0 = int32_t(math::rope_re_index(j, r, neox)), i1 = int32_t(math::rope_im_index(j, r, neox));
     const math::RopePair p = math::rope_rotate(mla_load(kIn, x, l + i0, a.kv), mla_load(kIn, x, l + i1, a.kv),
                                                mla_load(c.cs_type, cs, 2 * j, a.cs), mla_load(c.cs_type, cs, 2 * j + 1, a.cs));
-    mla_store_cache(c, dst, l + i0, math::div_rn(p.re, ks), a.cache);
-    mla_store_cache(c, dst, l + i1, math::div_rn(p.im, ks), a.cache);
+    mla_store_cache(c, dst, l + i0, scaled(p.re), a.cache);
+    mla_store_cache(c, dst, l + i1, scaled(p.im), a.cache);
   }
 }
 
 template <DType kIn, int kUnits>
 __global__ void __launch_bounds__(kMlaThreads)
     mla_rope_rmsnorm_quant_kernel(FN_GRID_CONSTANT const MlaCall c, const MlaAccess a) {
-  const uint32_t token = a.per_token_div.div(blockIdx.x), part = blockIdx.x - token * a.per_token;
-  const int64_t t = int64_t(token);
+  const uint32_t group = a.per_group_div.div(blockIdx.x), part = blockIdx.x - group * a.per_group;
   if (part == 0) {
-    mla_kv_row<kIn>(c, a, t);
+    if (a.kv_rows == 1) {
+      mla_kv_row<kIn, kMlaThreads>(c, a, int64_t(group));
+    } else {
+      const int64_t t = int64_t(group) * a.kv_rows + threadIdx.x / kGpuWarp;
+      if (t < c.tokens) mla_kv_row<kIn, kGpuWarp>(c, a, t);
+    }
     return;
   }
+  const uint32_t j = a.q_blocks_div.div(part - 1);  // the group's token j
+  const int64_t t = int64_t(group) * a.kv_rows + j;
+  if (t >= c.tokens) return;  // the last group's missing tokens (the whole block)
   // kUnits units a thread, kMlaThreads apart: their loads are in flight together while the token
   // is located (once for the block).
   const int32_t units = int32_t(c.rope / 8), total = int32_t(c.heads) * units;
-  const int32_t first = int32_t(part - 1) * kMlaThreads * kUnits + int32_t(threadIdx.x);
+  const int32_t first = int32_t(part - 1 - j * a.q_blocks) * kMlaThreads * kUnits + int32_t(threadIdx.x);
   QUnit<kIn> q[kUnits];
 #pragma unroll
   for (int k = 0; k < kUnits; ++k) {
@@ -249,7 +293,7 @@ __global__ void __launch_bounds__(kMlaThreads)
   }
   MlaGuess g;
   if (threadIdx.x == 0) g = mla_guess(c, t);
-  const MlaWhere wh = mla_locate_block(c, t, g, false);  // a rejected token: counted by its kv block
+  const MlaWhere wh = mla_locate_group<kMlaThreads>(c, t, g, false);  // a rejected token: counted by its kv row
   if (!wh.ok || first >= total) return;
   const char* cs = c.cos_sin + wh.pos * c.cs_stride;
   float tab[8];
@@ -297,12 +341,15 @@ fusednorm_status mla_rope_rmsnorm_quant(const MlaCall* call, int32_t device, voi
   // µs; Hq 128: 95.6 against 99.6).
   const int qu = units >= kMlaThreads * kMlaQUnits ? kMlaQUnits : 1;
   const int64_t q_blocks = (units + kMlaThreads * qu - 1) / (kMlaThreads * qu);
-  const int64_t per_token = 1 + q_blocks;
-  if (c.tokens > INT32_MAX / per_token || c.rank + c.rope > (int64_t(1) << 30))
+  // A warp a kv row where its partials fit kMlaMaxPv a lane (L < 4096 on CUDA), else the block.
+  const int64_t kv_rows = math::reduction_partials(c.rank) <= int64_t(kGpuWarp) * kMlaMaxPv ? kMlaThreads / kGpuWarp : 1;
+  const int64_t per_group = 1 + kv_rows * q_blocks, groups = (c.tokens + kv_rows - 1) / kv_rows;
+  if (groups > INT32_MAX / per_group || c.rank + c.rope > (int64_t(1) << 30))
     return say(FUSEDNORM_UNSUPPORTED, msg, n,
                "T = %lld, Hq = %lld, L = %lld, R = %lld: the " FN_GPU_VENDOR
-               " kernel supports T * (1 + ceil(Hq * R / %d)) < 2^31 blocks and L + R <= 2^30",
-               (long long)c.tokens, (long long)c.heads, (long long)c.rank, (long long)c.rope, 8 * kMlaThreads * qu);
+               " kernel supports ceil(T / %lld) * (1 + %lld * ceil(Hq * R / %d)) < 2^31 blocks and L + R <= 2^30",
+               (long long)c.tokens, (long long)c.heads, (long long)c.rank, (long long)c.rope, (long long)kv_rows,
+               (long long)kv_rows, 8 * kMlaThreads * qu);
   if (c.tokens == 0) return FUSEDNORM_SUCCESS;
   DeviceGuard guard(device);
   if (guard.error != gpuSuccess) return vendor_error(guard.error, "selecting the device", msg, n);
@@ -317,11 +364,14 @@ fusednorm_status mla_rope_rmsnorm_quant(const MlaCall* call, int32_t device, voi
   const int cache_bytes = dtype_bits(c.cache_type) / 8;
   a.cache = std::min(mla_access(c.cache, c.num_pages, c.cache_page_stride, cache_bytes, cache_bytes),
                      mla_access(c.cache, c.page_size, c.cache_slot_stride, cache_bytes, cache_bytes));
-  a.per_token = uint32_t(per_token);
-  a.per_token_div = DivU32::of(uint32_t(per_token));
+  a.kv_rows = uint32_t(kv_rows);
+  a.q_blocks = uint32_t(q_blocks);
+  a.per_group = uint32_t(per_group);
+  a.per_group_div = DivU32::of(uint32_t(per_group));
+  a.q_blocks_div = DivU32::of(uint32_t(q_blocks));
   a.units_div = DivU32::of(uint32_t(c.rope / 8));
   a.same_unit = kMlaThreads % (c.rope / 8) == 0 ? 1 : 0;
-  const dim3 grid(unsigned(c.tokens * per_token));
+  const dim3 grid(unsigned(groups * per_group));
   const gpuStream_t s = static_cast<gpuStream_t>(stream);
   switch (c.in_type) {
     case DType::kF32: mla_launch<DType::kF32>(qu, grid, s, c, a); break;

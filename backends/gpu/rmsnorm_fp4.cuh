@@ -12,8 +12,6 @@
 
 #include <stdint.h>
 
-#include <stdlib.h>
-
 #include <algorithm>
 #include <mutex>
 #include <vector>
@@ -68,8 +66,8 @@ __device__ __forceinline__ math::BlockScale block_scale(uint32_t amax, float gs)
 // Up to 512 threads a block; the 4-step kernels at most kFp4Regs4 registers a thread (three
 // blocks of 256 threads an SM), the 8-step ones 128.
 constexpr int kFp4Regs4 = 80;
-template <DType kIn, int kSteps, int kBlock, int kWarp, int kVar = 1>
-__global__ void FN_KERNEL_BOUNDS(kMaxBlockThreads / 2, kSteps <= 4 ? (kVar == 2 || kVar == 3 ? 96 : kFp4Regs4) : 128)
+template <DType kIn, int kSteps, int kBlock, int kWarp>
+__global__ void FN_KERNEL_BOUNDS(kMaxBlockThreads / 2, kSteps <= 4 ? kFp4Regs4 : 128)
     rmsnorm_fp4_kernel(FN_GRID_CONSTANT const RmsnormFp4Call c, const RowShape shape, const Accesses acc) {
   using In = InTraits<kIn>;
   constexpr int kFp4MaxSteps = kSteps;
@@ -183,10 +181,6 @@ __global__ void FN_KERNEL_BOUNDS(kMaxBlockThreads / 2, kSteps <= 4 ? (kVar == 2 
           m = o > m ? o : m;
         }
       am[s] = m;
-      if (kVar == 0 || kVar >= 3) {
-#pragma unroll
-        for (int j = 0; j < kFp4Vec; ++j) y[j] = 0.0f;
-      }
     }
     // Blocks of spb = 2 or 4 steps: a butterfly over aligned groups of steps.
 #pragma unroll
@@ -235,8 +229,7 @@ __global__ void FN_KERNEL_BOUNDS(kMaxBlockThreads / 2, kSteps <= 4 ? (kVar == 2 
     for (int s = 0; s < kFp4MaxSteps; ++s) {
       const int32_t e = s * P + kFp4Vec * t;
       if (!(s < S && e < h && real)) continue;
-      if (kVar == 0 || kVar >= 3) y_of(s, ys[s]);
-      const uint32_t w = pack_fp4<kFp4Vec>(ys[s], r[s], kVar != 4 && am[s] < math::kF32InfBits && fabsf(r[s]) < INFINITY);
+      const uint32_t w = pack_fp4<kFp4Vec>(ys[s], r[s], am[s] < math::kF32InfBits && fabsf(r[s]) < INFINITY);
       char* p = out_row + e / 2;
       if (acc.out == kVectors) {
         FN_STORE_GLOBAL(reinterpret_cast<uint32_t*>(p), w);
@@ -317,12 +310,7 @@ template <DType kIn>
 gpuError_t launch_rmsnorm_fp4_in(const RmsnormFp4Call& c, const RowShape& shape, const Accesses& acc, int device,
                                  gpuStream_t stream) {
   const bool nv = c.format == FUSEDNORM_FP4_NVFP4;
-  static const int var = getenv("FN_FP4_VAR") ? atoi(getenv("FN_FP4_VAR")) : 1;
-  Fp4Kernel fn = shape.steps <= 4 ? (var == 0 ? (nv ? &rmsnorm_fp4_kernel<kIn, 4, 16, kGpuWarp, 0> : &rmsnorm_fp4_kernel<kIn, 4, 32, kGpuWarp, 0>)
-                                     : var == 2 ? (nv ? &rmsnorm_fp4_kernel<kIn, 4, 16, kGpuWarp, 2> : &rmsnorm_fp4_kernel<kIn, 4, 32, kGpuWarp, 2>)
-                                     : var == 3 ? (nv ? &rmsnorm_fp4_kernel<kIn, 4, 16, kGpuWarp, 3> : &rmsnorm_fp4_kernel<kIn, 4, 32, kGpuWarp, 3>)
-                                     : var == 4 ? (nv ? &rmsnorm_fp4_kernel<kIn, 4, 16, kGpuWarp, 4> : &rmsnorm_fp4_kernel<kIn, 4, 32, kGpuWarp, 4>)
-                                     : (nv ? &rmsnorm_fp4_kernel<kIn, 4, 16, kGpuWarp> : &rmsnorm_fp4_kernel<kIn, 4, 32, kGpuWarp>))
+  Fp4Kernel fn = shape.steps <= 4 ? (nv ? &rmsnorm_fp4_kernel<kIn, 4, 16, kGpuWarp> : &rmsnorm_fp4_kernel<kIn, 4, 32, kGpuWarp>)
                                   : (nv ? &rmsnorm_fp4_kernel<kIn, kMaxSteps, 16, kGpuWarp>
                                         : &rmsnorm_fp4_kernel<kIn, kMaxSteps, 32, kGpuWarp>);
   return launch_fp4(fn, c, shape, acc, device, stream);
