@@ -42,6 +42,7 @@ namespace gpu {
 constexpr int kMlaThreads = 256;
 constexpr int kMlaQUnits = 4;  // q units of 8 elements a thread
 constexpr int kMlaMaxPv = 16;  // P <= 4096 = 16 * kMlaThreads
+constexpr int kMlaBatch = 8;   // latent elements a thread loads together before it writes them
 
 // Access widths of the call's views (plan.h's Access), from the host.
 struct MlaAccess {
@@ -215,16 +216,21 @@ __device__ __forceinline__ void mla_kv_row(const MlaCall& c, const MlaAccess& a,
   if (tid == 0) g = mla_guess(c, t);  // in flight during the reduction
   const int32_t p_count = int32_t(math::reduction_partials(l));
   const int32_t pv = p_count > kLanes ? p_count / kLanes : 1;
+  // Step by step (elements base + p of partial p), a step's loads issued together; an element
+  // past L adds +0 (exact).
   float part[kMlaMaxPv];
 #pragma unroll
-  for (int k = 0; k < kMlaMaxPv; ++k) {
-    part[k] = 0.0f;
-    const int32_t p = tid * pv + k;
-    if (k < pv && p < p_count)
-      for (int32_t i = p; i < l; i += p_count) {
-        const float v = mla_load(kIn, x, i, a.kv);
-        part[k] = math::add_rn(part[k], math::mul_rn(v, v));
-      }
+  for (int k = 0; k < kMlaMaxPv; ++k) part[k] = 0.0f;
+  const int32_t p0 = tid * pv;
+  for (int32_t base = 0; base < l; base += p_count) {
+    float v[kMlaMaxPv];
+#pragma unroll
+    for (int k = 0; k < kMlaMaxPv; ++k) {
+      const int32_t i = base + p0 + k;
+      v[k] = k < pv && p0 + k < p_count && i < l ? mla_load(kIn, x, i, a.kv) : 0.0f;
+    }
+#pragma unroll
+    for (int k = 0; k < kMlaMaxPv; ++k) part[k] = math::add_rn(part[k], math::mul_rn(v[k], v[k]));
   }
 #pragma unroll
   for (int n = kMlaMaxPv; n > 1; n /= 2)
@@ -248,10 +254,24 @@ __device__ __forceinline__ void mla_kv_row(const MlaCall& c, const MlaAccess& a,
   // v / k_scale; v itself without a scale (v / 1 is v, and the encoders write one NaN for every NaN).
   const float ks = mla_k_scale(c);
   const auto scaled = [ks](float v) { return ks == 1.0f ? v : math::div_rn(v, ks); };
-  for (int32_t i = tid; i < l; i += kLanes) {
-    const float g = math::add_rn(mla_load(c.w_type, c.weight, i, a.w), c.weight_offset);
-    const float y = math::norm_apply(mla_load(kIn, x, i, a.kv), inv, g);
-    mla_store_cache(c, dst, i, scaled(y), a.cache);
+  // kMlaBatch elements a thread at a time: their loads issued together, before the stores (which
+  // the compiler may not move loads across).
+  for (int32_t i0 = tid; i0 < l; i0 += kLanes * kMlaBatch) {
+    float xv[kMlaBatch], wv[kMlaBatch];
+#pragma unroll
+    for (int k = 0; k < kMlaBatch; ++k) {
+      const int32_t i = i0 + k * kLanes;
+      xv[k] = i < l ? mla_load(kIn, x, i, a.kv) : 0.0f;
+      wv[k] = i < l ? mla_load(c.w_type, c.weight, i, a.w) : 0.0f;
+    }
+#pragma unroll
+    for (int k = 0; k < kMlaBatch; ++k) {
+      const int32_t i = i0 + k * kLanes;
+      if (i < l) {
+        const float y = math::norm_apply(xv[k], inv, math::add_rn(wv[k], c.weight_offset));
+        mla_store_cache(c, dst, i, scaled(y), a.cache);
+      }
+    }
   }
   const bool neox = c.neox != 0;
   for (int32_t j = tid; j < r / 2; j += kLanes) {
