@@ -25,7 +25,6 @@
 #pragma once
 
 #include <stdint.h>
-#include <stdlib.h>
 
 #include "backends/gpu/encode.cuh"
 #include "backends/gpu/gpu_runtime.h"
@@ -55,8 +54,7 @@ struct MlaAccess {
   DivU32 per_group_div;  // division by per_group
   DivU32 q_blocks_div;   // division by q_blocks
   DivU32 units_div;      // division by R / 8 (q units a head)
-  int32_t same_unit;
-  int32_t batch;     // kMlaThreads is a multiple of R / 8: a thread's q units share their cos/sin
+  int32_t same_unit;     // kMlaThreads is a multiple of R / 8: a thread's q units share their cos/sin
 };
 
 // Element i of a row of dtype t as f32.
@@ -224,17 +222,6 @@ __device__ __forceinline__ void mla_kv_row(const MlaCall& c, const MlaAccess& a,
 #pragma unroll
   for (int k = 0; k < kMlaMaxPv; ++k) part[k] = 0.0f;
   const int32_t p0 = tid * pv;
-  if (!a.batch) {
-#pragma unroll
-  for (int k = 0; k < kMlaMaxPv; ++k) {
-    const int32_t p = tid * pv + k;
-    if (k < pv && p < p_count)
-      for (int32_t i = p; i < l; i += p_count) {
-        const float v = mla_load(kIn, x, i, a.kv);
-        part[k] = math::add_rn(part[k], math::mul_rn(v, v));
-      }
-  }
-  } else
   for (int32_t base = 0; base < l; base += p_count) {
     float v[kMlaMaxPv];
 #pragma unroll
@@ -269,13 +256,6 @@ __device__ __forceinline__ void mla_kv_row(const MlaCall& c, const MlaAccess& a,
   const auto scaled = [ks](float v) { return ks == 1.0f ? v : math::div_rn(v, ks); };
   // kMlaBatch elements a thread at a time: their loads issued together, before the stores (which
   // the compiler may not move loads across).
-  if (!a.batch)
-  for (int32_t i = tid; i < l; i += kLanes) {
-    const float g = math::add_rn(mla_load(c.w_type, c.weight, i, a.w), c.weight_offset);
-    const float y = math::norm_apply(mla_load(kIn, x, i, a.kv), inv, g);
-    mla_store_cache(c, dst, i, scaled(y), a.cache);
-  }
-  else
   for (int32_t i0 = tid; i0 < l; i0 += kLanes * kMlaBatch) {
     float xv[kMlaBatch], wv[kMlaBatch];
 #pragma unroll
@@ -382,8 +362,7 @@ fusednorm_status mla_rope_rmsnorm_quant(const MlaCall* call, int32_t device, voi
   const int qu = units >= kMlaThreads * kMlaQUnits ? kMlaQUnits : 1;
   const int64_t q_blocks = (units + kMlaThreads * qu - 1) / (kMlaThreads * qu);
   // A warp a kv row where its partials fit kMlaMaxPv a lane (L < 4096 on CUDA), else the block.
-  static const bool force_block = getenv("FN_MLA_BLOCK") != nullptr;
-  const int64_t kv_rows = !force_block && math::reduction_partials(c.rank) <= int64_t(kGpuWarp) * kMlaMaxPv ? kMlaThreads / kGpuWarp : 1;
+  const int64_t kv_rows = math::reduction_partials(c.rank) <= int64_t(kGpuWarp) * kMlaMaxPv ? kMlaThreads / kGpuWarp : 1;
   const int64_t per_group = 1 + kv_rows * q_blocks, groups = (c.tokens + kv_rows - 1) / kv_rows;
   if (groups > INT32_MAX / per_group || c.rank + c.rope > (int64_t(1) << 30))
     return say(FUSEDNORM_UNSUPPORTED, msg, n,
@@ -406,7 +385,6 @@ fusednorm_status mla_rope_rmsnorm_quant(const MlaCall* call, int32_t device, voi
   a.cache = std::min(mla_access(c.cache, c.num_pages, c.cache_page_stride, cache_bytes, cache_bytes),
                      mla_access(c.cache, c.page_size, c.cache_slot_stride, cache_bytes, cache_bytes));
   a.kv_rows = uint32_t(kv_rows);
-  a.batch = getenv("FN_MLA_NOBATCH") == nullptr;
   a.q_blocks = uint32_t(q_blocks);
   a.per_group = uint32_t(per_group);
   a.per_group_div = DivU32::of(uint32_t(per_group));
