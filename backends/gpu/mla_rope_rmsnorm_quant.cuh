@@ -25,6 +25,7 @@
 #pragma once
 
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "backends/gpu/encode.cuh"
 #include "backends/gpu/gpu_runtime.h"
@@ -42,7 +43,7 @@ namespace gpu {
 constexpr int kMlaThreads = 256;
 constexpr int kMlaQUnits = 4;  // q units of 8 elements a thread
 constexpr int kMlaMaxPv = 16;  // P <= 4096 = 16 * kMlaThreads
-constexpr int kMlaBatch = 8;   // latent elements a thread loads together before it writes them
+constexpr int kMlaKvSteps = 4, kMlaKvPv = 4;  // a warp's latent row: steps x partials a lane
 
 // Access widths of the call's views (plan.h's Access), from the host.
 struct MlaAccess {
@@ -202,97 +203,147 @@ __device__ __forceinline__ MlaWhere mla_locate_group(const MlaCall& c, int64_t t
   }
 }
 
-// The latent row of token t, by a group of kLanes threads (a warp where the row's partials fit
-// kMlaMaxPv a lane, else the block): norm of [0, L), rotation of [L, L + R), codes of v / k_scale.
-// The sum of squares needs no index value: it runs while the first index reads (mla_guess) are in
-// flight, then the token is located (and, when invalid, counted and skipped: a uniform exit after
-// the group's last barrier).
-template <DType kIn, int kLanes>
-__device__ __forceinline__ void mla_kv_row(const MlaCall& c, const MlaAccess& a, int64_t t) {
+// v / k_scale; v itself without a scale (v / 1 is v, and the encoders write one NaN for every NaN).
+__device__ __forceinline__ float mla_scaled(float v, float ks) { return ks == 1.0f ? v : math::div_rn(v, ks); }
+
+// The rope part of the latent row of token t (pairs j = first, first + step, ...) into its cache
+// row dst: x's elements from L1 (the row was just read), the table row cs located.
+template <DType kIn>
+__device__ __forceinline__ void mla_kv_rope(const MlaCall& c, const MlaAccess& a, const char* x, char* dst,
+                                            const char* cs, float ks, int32_t first, int32_t step) {
+  const int32_t l = int32_t(c.rank), r = int32_t(c.rope);
+  const bool neox = c.neox != 0;
+  for (int32_t j = first; j < r / 2; j += step) {
+    const int32_t i0 = int32_t(math::rope_re_index(j, r, neox)), i1 = int32_t(math::rope_im_index(j, r, neox));
+    const math::RopePair p = math::rope_rotate(mla_load(kIn, x, l + i0, a.kv), mla_load(kIn, x, l + i1, a.kv),
+                                               mla_load(c.cs_type, cs, 2 * j, a.cs), mla_load(c.cs_type, cs, 2 * j + 1, a.cs));
+    mla_store_cache(c, dst, l + i0, mla_scaled(p.re, ks), a.cache);
+    mla_store_cache(c, dst, l + i1, mla_scaled(p.im, ks), a.cache);
+  }
+}
+
+// The latent row of token t by the whole block (rows whose partials a warp cannot hold): norm of
+// [0, L), rotation of [L, L + R), codes of v / k_scale. The sum of squares needs no index value:
+// it runs while the first index reads (mla_guess) are in flight, then the token is located (and,
+// when invalid, counted and skipped: a uniform exit after the block's last barrier).
+template <DType kIn>
+__device__ __forceinline__ void mla_kv_row_block(const MlaCall& c, const MlaAccess& a, int64_t t) {
   constexpr int kWarp = kGpuWarp;
-  const int32_t l = int32_t(c.rank), r = int32_t(c.rope), tid = int32_t(threadIdx.x % kLanes);
+  __shared__ __align__(16) float red[kMlaThreads / kWarp];
+  __shared__ float unused[1];
+  const int32_t l = int32_t(c.rank), tid = int32_t(threadIdx.x);
   const char* x = c.kv + t * c.kv_stride;
   MlaGuess g;
   if (tid == 0) g = mla_guess(c, t);  // in flight during the reduction
   const int32_t p_count = int32_t(math::reduction_partials(l));
-  const int32_t pv = p_count > kLanes ? p_count / kLanes : 1;
-  // Step by step (elements base + p of partial p), a step's loads issued together; an element
-  // past L adds +0 (exact).
+  const int32_t pv = p_count > kMlaThreads ? p_count / kMlaThreads : 1;
   float part[kMlaMaxPv];
 #pragma unroll
-  for (int k = 0; k < kMlaMaxPv; ++k) part[k] = 0.0f;
-  const int32_t p0 = tid * pv;
-  for (int32_t base = 0; base < l; base += p_count) {
-    float v[kMlaMaxPv];
-#pragma unroll
-    for (int k = 0; k < kMlaMaxPv; ++k) {
-      const int32_t i = base + p0 + k;
-      v[k] = k < pv && p0 + k < p_count && i < l ? mla_load(kIn, x, i, a.kv) : 0.0f;
-    }
-#pragma unroll
-    for (int k = 0; k < kMlaMaxPv; ++k) part[k] = math::add_rn(part[k], math::mul_rn(v[k], v[k]));
+  for (int k = 0; k < kMlaMaxPv; ++k) {
+    part[k] = 0.0f;
+    const int32_t p = tid * pv + k;
+    if (k < pv && p < p_count)
+      for (int32_t i = p; i < l; i += p_count) {
+        const float v = mla_load(kIn, x, i, a.kv);
+        part[k] = math::add_rn(part[k], math::mul_rn(v, v));
+      }
   }
 #pragma unroll
   for (int n = kMlaMaxPv; n > 1; n /= 2)
 #pragma unroll
     for (int j = 0; j < n / 2; ++j) part[j] = math::add_rn(part[2 * j], part[2 * j + 1]);
   const float l_f = math::length_f32(l), eps = c.eps;
-  const auto add = [](float u, float v) { return math::add_rn(u, v); };
-  float inv;
-  if constexpr (kLanes == kWarp) {
-    inv = math::inv_rms(warp_reduce<kWarp>(part[0], add), l_f, eps);
-  } else {
-    __shared__ __align__(16) float red[kMlaThreads / kWarp];
-    __shared__ float unused[1];
-    inv = row_reduce_finish<kWarp, false, true>(
-        part[0], tid, kMlaThreads, 0, red, add, [&](float ss) { return math::inv_rms(ss, l_f, eps); }, unused);
-  }
-  const MlaWhere wh = mla_locate_group<kLanes>(c, t, g, true);
+  const float inv = row_reduce_finish<kWarp, false, true>(
+      part[0], tid, kMlaThreads, 0, red, [](float u, float v) { return math::add_rn(u, v); },
+      [&](float ss) { return math::inv_rms(ss, l_f, eps); }, unused);
+  const MlaWhere wh = mla_locate_group<kMlaThreads>(c, t, g, true);
   if (!wh.ok) return;
   char* dst = c.cache + wh.cache_offset;
-  const char* cs = c.cos_sin + wh.pos * c.cs_stride;
-  // v / k_scale; v itself without a scale (v / 1 is v, and the encoders write one NaN for every NaN).
   const float ks = mla_k_scale(c);
-  const auto scaled = [ks](float v) { return ks == 1.0f ? v : math::div_rn(v, ks); };
-  // kMlaBatch elements a thread at a time: their loads issued together, before the stores (which
-  // the compiler may not move loads across).
-  for (int32_t i0 = tid; i0 < l; i0 += kLanes * kMlaBatch) {
-    float xv[kMlaBatch], wv[kMlaBatch];
-#pragma unroll
-    for (int k = 0; k < kMlaBatch; ++k) {
-      const int32_t i = i0 + k * kLanes;
-      xv[k] = i < l ? mla_load(kIn, x, i, a.kv) : 0.0f;
-      wv[k] = i < l ? mla_load(c.w_type, c.weight, i, a.w) : 0.0f;
-    }
-#pragma unroll
-    for (int k = 0; k < kMlaBatch; ++k) {
-      const int32_t i = i0 + k * kLanes;
-      if (i < l) {
-        const float y = math::norm_apply(xv[k], inv, math::add_rn(wv[k], c.weight_offset));
-        mla_store_cache(c, dst, i, scaled(y), a.cache);
-      }
-    }
+  for (int32_t i = tid; i < l; i += kMlaThreads) {
+    const float g = math::add_rn(mla_load(c.w_type, c.weight, i, a.w), c.weight_offset);
+    const float y = math::norm_apply(mla_load(kIn, x, i, a.kv), inv, g);
+    mla_store_cache(c, dst, i, mla_scaled(y, ks), a.cache);
   }
-  const bool neox = c.neox != 0;
-  for (int32_t j = tid; j < r / 2; j += kLanes) {
-    const int32_t i0 = int32_t(math::rope_re_index(j, r, neox)), i1 = int32_t(math::rope_im_index(j, r, neox));
-    const math::RopePair p = math::rope_rotate(mla_load(kIn, x, l + i0, a.kv), mla_load(kIn, x, l + i1, a.kv),
-                                               mla_load(c.cs_type, cs, 2 * j, a.cs), mla_load(c.cs_type, cs, 2 * j + 1, a.cs));
-    mla_store_cache(c, dst, l + i0, scaled(p.re), a.cache);
-    mla_store_cache(c, dst, l + i1, scaled(p.im), a.cache);
-  }
+  mla_kv_rope<kIn>(c, a, x, dst, c.cos_sin + wh.pos * c.cs_stride, ks, tid, kMlaThreads);
 }
 
-template <DType kIn, int kUnits>
-__global__ void __launch_bounds__(kMlaThreads)
+// The latent row of token t by one warp, where a lane's elements fit kMlaKvSteps x kMlaKvPv
+// registers (L <= 512 on CUDA): lane i owns partials [i*pv, i*pv + pv) (pv = max(1, P / warp)), so
+// its elements s*P + i*pv + k (steps s < S, k < pv). They are all loaded at once, and kept for the
+// codes; so are the weights of those elements, after the token is located. No barrier: the token's slot
+// goes from lane 0 to the warp by shuffles.
+template <DType kIn>
+__device__ __forceinline__ void mla_kv_row_warp(const MlaCall& c, const MlaAccess& a, int64_t t) {
+  constexpr int kWarp = kGpuWarp, kS = kMlaKvSteps, kV = kMlaKvPv;
+  const int32_t l = int32_t(c.rank), lane = int32_t(threadIdx.x % kWarp);
+  const char* x = c.kv + t * c.kv_stride;
+  MlaGuess g;
+  if (lane == 0) g = mla_guess(c, t);
+  const int32_t p_count = int32_t(math::reduction_partials(l));
+  const int32_t pv = p_count > kWarp ? p_count / kWarp : 1, p0 = lane * pv;
+  const auto have = [&](int s, int k) { return k < pv && p0 + k < p_count && s * p_count + p0 + k < l; };
+  // Whole elements where every row allows them (constant access: no branch per element).
+  float xs[kS][kV];
+  const auto load_x = [&](auto access) {
+#pragma unroll
+    for (int s = 0; s < kS; ++s)
+#pragma unroll
+      for (int k = 0; k < kV; ++k) xs[s][k] = have(s, k) ? mla_load(kIn, x, s * p_count + p0 + k, access) : 0.0f;
+  };
+  if (a.kv != kBytesOnly) load_x(kElements);
+  else load_x(kBytesOnly);
+  // The canonical sum: each partial over its steps in order, the tree over the lane's partials
+  // (+0 past pv: exact), then across lanes.
+  float part[kV];
+#pragma unroll
+  for (int k = 0; k < kV; ++k) {
+    part[k] = 0.0f;
+#pragma unroll
+    for (int s = 0; s < kS; ++s) part[k] = math::add_rn(part[k], math::mul_rn(xs[s][k], xs[s][k]));
+  }
+#pragma unroll
+  for (int n = kV; n > 1; n /= 2)
+#pragma unroll
+    for (int j = 0; j < n / 2; ++j) part[j] = math::add_rn(part[2 * j], part[2 * j + 1]);
+  const float inv = math::inv_rms(warp_reduce<kWarp>(part[0], [](float u, float v) { return math::add_rn(u, v); }),
+                                  math::length_f32(l), c.eps);
+  const MlaWhere wh = mla_locate_group<kWarp>(c, t, g, true);
+  if (!wh.ok) return;
+  float ws[kS][kV];
+  const auto load_w = [&](auto type, auto access) {
+#pragma unroll
+    for (int s = 0; s < kS; ++s)
+#pragma unroll
+      for (int k = 0; k < kV; ++k) ws[s][k] = have(s, k) ? mla_load(type, c.weight, s * p_count + p0 + k, access) : 0.0f;
+  };
+  if (a.w == kBytesOnly) load_w(c.w_type, kBytesOnly);
+  else if (c.w_type == DType::kF32) load_w(DType::kF32, kElements);
+  else if (c.w_type == DType::kBF16) load_w(DType::kBF16, kElements);
+  else load_w(DType::kF16, kElements);
+  char* dst = c.cache + wh.cache_offset;
+  const float ks = mla_k_scale(c);
+#pragma unroll
+  for (int s = 0; s < kS; ++s)
+#pragma unroll
+    for (int k = 0; k < kV; ++k)
+      if (have(s, k)) {
+        const float y = math::norm_apply(xs[s][k], inv, math::add_rn(ws[s][k], c.weight_offset));
+        mla_store_cache(c, dst, s * p_count + p0 + k, mla_scaled(y, ks), a.cache);
+      }
+  mla_kv_rope<kIn>(c, a, x, dst, c.cos_sin + wh.pos * c.cs_stride, ks, lane, kWarp);
+}
+
+template <DType kIn, int kUnits, int kMinBlocks>
+__global__ void __launch_bounds__(kMlaThreads, kMinBlocks)
     mla_rope_rmsnorm_quant_kernel(FN_GRID_CONSTANT const MlaCall c, const MlaAccess a) {
   const uint32_t group = a.per_group_div.div(blockIdx.x), part = blockIdx.x - group * a.per_group;
   if (part == 0) {
     if (a.kv_rows == 1) {
-      mla_kv_row<kIn, kMlaThreads>(c, a, int64_t(group));
+      mla_kv_row_block<kIn>(c, a, int64_t(group));
     } else {
       const int64_t t = int64_t(group) * a.kv_rows + threadIdx.x / kGpuWarp;
-      if (t < c.tokens) mla_kv_row<kIn, kGpuWarp>(c, a, t);
+      if (t < c.tokens) mla_kv_row_warp<kIn>(c, a, t);
     }
     return;
   }
@@ -332,8 +383,14 @@ __global__ void __launch_bounds__(kMlaThreads)
 
 template <DType kIn>
 void mla_launch(int units_a_thread, dim3 grid, gpuStream_t s, const MlaCall& c, const MlaAccess& a) {
-  if (units_a_thread == 1) mla_rope_rmsnorm_quant_kernel<kIn, 1><<<grid, kMlaThreads, 0, s>>>(c, a);
-  else mla_rope_rmsnorm_quant_kernel<kIn, kMlaQUnits><<<grid, kMlaThreads, 0, s>>>(c, a);
+  static const bool mb5 = getenv("FN_MLA_MB5") != nullptr;
+  if (mb5) {
+    if (units_a_thread == 1) mla_rope_rmsnorm_quant_kernel<kIn, 1, 5><<<grid, kMlaThreads, 0, s>>>(c, a);
+    else mla_rope_rmsnorm_quant_kernel<kIn, kMlaQUnits, 5><<<grid, kMlaThreads, 0, s>>>(c, a);
+    return;
+  }
+  if (units_a_thread == 1) mla_rope_rmsnorm_quant_kernel<kIn, 1, 1><<<grid, kMlaThreads, 0, s>>>(c, a);
+  else mla_rope_rmsnorm_quant_kernel<kIn, kMlaQUnits, 1><<<grid, kMlaThreads, 0, s>>>(c, a);
 }
 
 // The widest access of a view of `n` rows `stride` bytes apart at `data`.
@@ -361,8 +418,11 @@ fusednorm_status mla_rope_rmsnorm_quant(const MlaCall* call, int32_t device, voi
   // µs; Hq 128: 95.6 against 99.6).
   const int qu = units >= kMlaThreads * kMlaQUnits ? kMlaQUnits : 1;
   const int64_t q_blocks = (units + kMlaThreads * qu - 1) / (kMlaThreads * qu);
-  // A warp a kv row where its partials fit kMlaMaxPv a lane (L < 4096 on CUDA), else the block.
-  const int64_t kv_rows = math::reduction_partials(c.rank) <= int64_t(kGpuWarp) * kMlaMaxPv ? kMlaThreads / kGpuWarp : 1;
+  // A warp a kv row where a lane's elements fit kMlaKvSteps x kMlaKvPv (L <= 512 on CUDA), else
+  // the block.
+  const int64_t parts = math::reduction_partials(c.rank), kv_pv = std::max<int64_t>(1, parts / kGpuWarp);
+  const int64_t kv_rows =
+      kv_pv <= kMlaKvPv && (c.rank + parts - 1) / parts <= kMlaKvSteps ? kMlaThreads / kGpuWarp : 1;
   const int64_t per_group = 1 + kv_rows * q_blocks, groups = (c.tokens + kv_rows - 1) / kv_rows;
   if (groups > INT32_MAX / per_group || c.rank + c.rope > (int64_t(1) << 30))
     return say(FUSEDNORM_UNSUPPORTED, msg, n,
