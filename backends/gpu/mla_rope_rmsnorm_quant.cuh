@@ -2,30 +2,25 @@
 // mla_rope_rmsnorm_quant on the GPU: the kernel (one instantiation per input dtype) and its
 // launcher (declared in ops.h, in the table of plugin.cuh).
 //
-// Grid: one dimension, in groups of K tokens (K = kMlaThreads / warp where a latent row's
-// partials fit kMlaMaxPv a lane, e.g. L 512: one warp a kv row; else K = 1 and the block): a group
-// is `per_group` = 1 + K * Q consecutive blocks, its kv block (K latent kv rows) then Q = ceil(Hq
-// * R / 8 / (kMlaThreads * U)) q blocks a token (U = 1 or kMlaQUnits units of 8 q elements a
-// thread, kMlaThreads apart), so that every wave mixes the short, latency-bound kv work with the
-// q blocks' streaming. From the call's shapes only, never from the token count: a token's bytes
-// do not depend on the other tokens (batch invariance). The first thread of a kv row's group and
-// thread 0 of a q block locate the token with mla_locate (core/call_mla.h), which checks every
-// index value it reads, and hand the result on (shuffles in a warp, shared memory in a block: one
-// thread's 64-bit divisions and index reads, not every thread's); a token it rejects is skipped
-// whole (no q, no cache write), and counted once (by its kv row) in invalid_tokens when the caller
-// gave it: the kernel never writes outside q/q_out and the cache whatever the indices hold
-// (fusednorm.h, "Index values"). The divisions by per_group, Q and R / 8 are DivU32's
-// multiplications (plan.h).
-// The latent row's sum of squares is the canonical one (docs/numerics.md §2): thread i of the
-// row's G threads (a warp or the block) owns partials [i*pv, i*pv + pv) (pv = max(1, P / G)), each
-// summed over its steps in order, then the pairwise tree in registers, across lanes (shfl_xor)
-// and, in a block, across warps (row_reduce_finish); threads past P hold +0 (exact). The rotation
-// is the shared math's; the codes are encode.cuh's (hardware conversions proven equal to the
-// shared encoders).
+// Grid: one dimension, Q = ceil(Hq * R / 8 / (kMlaThreads * U)) consecutive blocks a token (U = 1
+// or kMlaQUnits units of 8 q elements a thread, kMlaThreads apart); the token's first block also
+// writes its latent kv row, so no block waits on a row of its own while holding an SM's slot. From
+// the call's shapes only, never from the token count: a token's bytes do not depend on the other
+// tokens (batch invariance). Thread 0 of a block locates the token with mla_locate
+// (core/call_mla.h), which checks every index value it reads, and hands the result to the block
+// through shared memory at the barrier that also gathers the latent row's sum (one thread's
+// 64-bit divisions and index reads, not every thread's); a token it rejects is skipped whole (no
+// q, no cache write), and counted once (by its first block) in invalid_tokens when the caller gave
+// it: the kernel never writes outside q/q_out and the cache whatever the indices hold (fusednorm.h,
+// "Index values"). The divisions by Q and by R / 8 are DivU32's multiplications (plan.h).
+// The latent row's sum of squares is the canonical one (docs/numerics.md §2): thread i owns
+// partials [i*pv, i*pv + pv) (pv = max(1, P / kMlaThreads)), each summed over its steps in order,
+// then the pairwise tree in registers, across lanes (shfl_xor) and across warps
+// (row_reduce_finish); threads past P hold +0 (exact). The rotation is the shared math's; the
+// codes are encode.cuh's (hardware conversions proven equal to the shared encoders).
 #pragma once
 
 #include <stdint.h>
-#include <stdlib.h>
 
 #include "backends/gpu/encode.cuh"
 #include "backends/gpu/gpu_runtime.h"
@@ -43,16 +38,12 @@ namespace gpu {
 constexpr int kMlaThreads = 256;
 constexpr int kMlaQUnits = 4;  // q units of 8 elements a thread
 constexpr int kMlaMaxPv = 16;  // P <= 4096 = 16 * kMlaThreads
-constexpr int kMlaKvSteps = 4, kMlaKvPv = 4;  // a warp's latent row: steps x partials a lane
 
 // Access widths of the call's views (plan.h's Access), from the host.
 struct MlaAccess {
   int32_t q, q_out, cs;  // vectors of one unit (8 elements, or two runs of 4 with neox)
   int32_t kv, w, cache;  // elements
-  uint32_t kv_rows;      // kv rows of a kv block: one a warp, or 1 (the block's)
-  uint32_t q_blocks;     // q blocks a token
-  uint32_t per_group;    // blocks of kv_rows tokens: 1 + kv_rows * q_blocks (grid layout above)
-  DivU32 per_group_div;  // division by per_group
+  uint32_t q_blocks;     // blocks a token (grid layout above)
   DivU32 q_blocks_div;   // division by q_blocks
   DivU32 units_div;      // division by R / 8 (q units a head)
   int32_t same_unit;     // kMlaThreads is a multiple of R / 8: a thread's q units share their cos/sin
@@ -154,206 +145,105 @@ __device__ __forceinline__ void mla_load_tab(const MlaCall& c, const MlaAccess& 
   else CsBF16::load8(cs, 8 * u, int32_t(c.rope), a.cs, tab);
 }
 
-// The first thread of a group of kLanes threads (a warp, or the whole block) locates token t
-// (from the reads g it issued earlier) and hands the group whether the token is valid, its
-// cos/sin row and its cache row's byte offset: by shuffles within a warp, through shared memory
-// and a barrier in a block. A kv group counts a rejected token.
-struct MlaWhere {
-  int64_t pos = 0, cache_offset = 0;
-  int32_t ok = 0;
-};
-__device__ __forceinline__ MlaWhere mla_locate_here(const MlaCall& c, int64_t t, const MlaGuess& g, bool count) {
-  MlaSlot s;
-  MlaWhere w;
-  w.ok = mla_locate(c, t, g, &s) == MlaLocate::kOk ? 1 : 0;
-  w.pos = s.pos;
-  w.cache_offset = mla_cache_row(c, s) - c.cache;
-  if (!w.ok && count && c.invalid_tokens != nullptr) atomicAdd(c.invalid_tokens, 1);
-  return w;
-}
-__device__ __forceinline__ int64_t mla_shfl0(int64_t v) {
-  const uint32_t lo = FN_SHFL(uint32_t(uint64_t(v)), 0, kGpuWarp), hi = FN_SHFL(uint32_t(uint64_t(v) >> 32), 0, kGpuWarp);
-  return int64_t(uint64_t(lo) | (uint64_t(hi) << 32));
-}
-template <int kLanes>
-__device__ __forceinline__ MlaWhere mla_locate_group(const MlaCall& c, int64_t t, const MlaGuess& g, bool count) {
-  const bool first = threadIdx.x % kLanes == 0;
-  if constexpr (kLanes == kGpuWarp) {
-    MlaWhere w;
-    if (first) w = mla_locate_here(c, t, g, count);
-    w.ok = FN_SHFL(w.ok, 0, kGpuWarp);
-    w.pos = mla_shfl0(w.pos);
-    w.cache_offset = mla_shfl0(w.cache_offset);
-    return w;
-  } else {
-    __shared__ int64_t where[2];
-    __shared__ int32_t ok;
-    if (first) {
-      const MlaWhere w = mla_locate_here(c, t, g, count);
-      ok = w.ok;
-      where[0] = w.pos;
-      where[1] = w.cache_offset;
-    }
-    __syncthreads();
-    MlaWhere w;
-    w.ok = ok;
-    w.pos = where[0];
-    w.cache_offset = where[1];
-    return w;
-  }
-}
-
 // v / k_scale; v itself without a scale (v / 1 is v, and the encoders write one NaN for every NaN).
 __device__ __forceinline__ float mla_scaled(float v, float ks) { return ks == 1.0f ? v : math::div_rn(v, ks); }
 
-// The rope part of the latent row of token t (pairs j = first, first + step, ...) into its cache
-// row dst: x's elements from L1 (the row was just read), the table row cs located.
+// A token's latent row, by a whole block (the token's first q block): the canonical sum of
+// squares (thread i owns partials [i*pv, i*pv + pv), pv = max(1, P / kMlaThreads); each summed
+// over its steps in order), then, once inv and the token's slot are known, the codes of
+// norm(x) / k_scale of [0, L) and of the rotation of [L, L + R).
 template <DType kIn>
-__device__ __forceinline__ void mla_kv_rope(const MlaCall& c, const MlaAccess& a, const char* x, char* dst,
-                                            const char* cs, float ks, int32_t first, int32_t step) {
-  const int32_t l = int32_t(c.rank), r = int32_t(c.rope);
-  const bool neox = c.neox != 0;
-  for (int32_t j = first; j < r / 2; j += step) {
-    const int32_t i0 = int32_t(math::rope_re_index(j, r, neox)), i1 = int32_t(math::rope_im_index(j, r, neox));
-    const math::RopePair p = math::rope_rotate(mla_load(kIn, x, l + i0, a.kv), mla_load(kIn, x, l + i1, a.kv),
-                                               mla_load(c.cs_type, cs, 2 * j, a.cs), mla_load(c.cs_type, cs, 2 * j + 1, a.cs));
-    mla_store_cache(c, dst, l + i0, mla_scaled(p.re, ks), a.cache);
-    mla_store_cache(c, dst, l + i1, mla_scaled(p.im, ks), a.cache);
-  }
-}
+struct MlaKvRow {
+  static constexpr int kSteps = 8;  // a step's loads issued together where pv = 1 (S <= 8 there)
+  static constexpr int kBatch = 4;  // latent elements a thread loads together before their stores
 
-// The latent row of token t by the whole block (rows whose partials a warp cannot hold): norm of
-// [0, L), rotation of [L, L + R), codes of v / k_scale. The sum of squares needs no index value:
-// it runs while the first index reads (mla_guess) are in flight, then the token is located (and,
-// when invalid, counted and skipped: a uniform exit after the block's last barrier).
-template <DType kIn>
-__device__ __forceinline__ void mla_kv_row_block(const MlaCall& c, const MlaAccess& a, int64_t t) {
+  // This thread's partial sum of squares, its 1 .. pv partials combined pairwise.
+  static __device__ __forceinline__ float partial(const MlaCall& c, const MlaAccess& a, const char* x) {
+    const int32_t l = int32_t(c.rank), tid = int32_t(threadIdx.x);
+    const int32_t p_count = int32_t(math::reduction_partials(l));
+    const int32_t pv = p_count > kMlaThreads ? p_count / kMlaThreads : 1;
+    if (pv == 1) {
+      // One partial (L < 2048): its steps' loads at once, summed in order (+0 past L: exact).
+      float v[kSteps];
+      const auto load = [&](auto access) {
+#pragma unroll
+        for (int s = 0; s < kSteps; ++s) {
+          const int32_t i = tid + s * p_count;
+          v[s] = tid < p_count && i < l ? mla_load(kIn, x, i, decltype(access)::value) : 0.0f;
+        }
+      };
+      if (a.kv != kBytesOnly) load(IntConstant<kElements>());
+      else load(IntConstant<kBytesOnly>());
+      float sum = 0.0f;
+#pragma unroll
+      for (int s = 0; s < kSteps; ++s) sum = math::add_rn(sum, math::mul_rn(v[s], v[s]));
+      return sum;
+    }
+    float part[kMlaMaxPv];
+#pragma unroll
+    for (int k = 0; k < kMlaMaxPv; ++k) {
+      part[k] = 0.0f;
+      const int32_t p = tid * pv + k;
+      if (k < pv && p < p_count)
+        for (int32_t i = p; i < l; i += p_count) {
+          const float v = mla_load(kIn, x, i, a.kv);
+          part[k] = math::add_rn(part[k], math::mul_rn(v, v));
+        }
+    }
+#pragma unroll
+    for (int n = kMlaMaxPv; n > 1; n /= 2)
+#pragma unroll
+      for (int j = 0; j < n / 2; ++j) part[j] = math::add_rn(part[2 * j], part[2 * j + 1]);
+    return part[0];
+  }
+
+  static __device__ __forceinline__ void write(const MlaCall& c, const MlaAccess& a, const char* x, float inv,
+                                               char* dst, const char* cs) {
+    const int32_t l = int32_t(c.rank), r = int32_t(c.rope), tid = int32_t(threadIdx.x);
+    const float ks = mla_k_scale(c);
+    for (int32_t i0 = tid; i0 < l; i0 += kMlaThreads * kBatch) {
+      float xv[kBatch], wv[kBatch];
+      const auto load = [&](auto access) {
+#pragma unroll
+        for (int k = 0; k < kBatch; ++k) {
+          const int32_t i = i0 + k * kMlaThreads;
+          xv[k] = i < l ? mla_load(kIn, x, i, decltype(access)::value) : 0.0f;
+          wv[k] = i < l ? mla_load(c.w_type, c.weight, i, decltype(access)::value) : 0.0f;
+        }
+      };
+      if (a.kv != kBytesOnly && a.w != kBytesOnly) load(IntConstant<kElements>());
+      else load(IntConstant<kBytesOnly>());
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) {
+        const int32_t i = i0 + k * kMlaThreads;
+        if (i < l) mla_store_cache(c, dst, i, mla_scaled(math::norm_apply(xv[k], inv, math::add_rn(wv[k], c.weight_offset)), ks), a.cache);
+      }
+    }
+    const bool neox = c.neox != 0;
+    for (int32_t j = tid; j < r / 2; j += kMlaThreads) {
+      const int32_t i0 = int32_t(math::rope_re_index(j, r, neox)), i1 = int32_t(math::rope_im_index(j, r, neox));
+      const math::RopePair p = math::rope_rotate(mla_load(kIn, x, l + i0, a.kv), mla_load(kIn, x, l + i1, a.kv),
+                                                 mla_load(c.cs_type, cs, 2 * j, a.cs), mla_load(c.cs_type, cs, 2 * j + 1, a.cs));
+      mla_store_cache(c, dst, l + i0, mla_scaled(p.re, ks), a.cache);
+      mla_store_cache(c, dst, l + i1, mla_scaled(p.im, ks), a.cache);
+    }
+  }
+};
+
+template <DType kIn, int kUnits>
+__global__ void __launch_bounds__(kMlaThreads)
+    mla_rope_rmsnorm_quant_kernel(FN_GRID_CONSTANT const MlaCall c, const MlaAccess a) {
   constexpr int kWarp = kGpuWarp;
   __shared__ __align__(16) float red[kMlaThreads / kWarp];
-  __shared__ float unused[1];
-  const int32_t l = int32_t(c.rank), tid = int32_t(threadIdx.x);
-  const char* x = c.kv + t * c.kv_stride;
-  MlaGuess g;
-  if (tid == 0) g = mla_guess(c, t);  // in flight during the reduction
-  const int32_t p_count = int32_t(math::reduction_partials(l));
-  const int32_t pv = p_count > kMlaThreads ? p_count / kMlaThreads : 1;
-  float part[kMlaMaxPv];
-#pragma unroll
-  for (int k = 0; k < kMlaMaxPv; ++k) {
-    part[k] = 0.0f;
-    const int32_t p = tid * pv + k;
-    if (k < pv && p < p_count)
-      for (int32_t i = p; i < l; i += p_count) {
-        const float v = mla_load(kIn, x, i, a.kv);
-        part[k] = math::add_rn(part[k], math::mul_rn(v, v));
-      }
-  }
-#pragma unroll
-  for (int n = kMlaMaxPv; n > 1; n /= 2)
-#pragma unroll
-    for (int j = 0; j < n / 2; ++j) part[j] = math::add_rn(part[2 * j], part[2 * j + 1]);
-  const float l_f = math::length_f32(l), eps = c.eps;
-  const float inv = row_reduce_finish<kWarp, false, true>(
-      part[0], tid, kMlaThreads, 0, red, [](float u, float v) { return math::add_rn(u, v); },
-      [&](float ss) { return math::inv_rms(ss, l_f, eps); }, unused);
-  const MlaWhere wh = mla_locate_group<kMlaThreads>(c, t, g, true);
-  if (!wh.ok) return;
-  char* dst = c.cache + wh.cache_offset;
-  const float ks = mla_k_scale(c);
-  for (int32_t i = tid; i < l; i += kMlaThreads) {
-    const float g = math::add_rn(mla_load(c.w_type, c.weight, i, a.w), c.weight_offset);
-    const float y = math::norm_apply(mla_load(kIn, x, i, a.kv), inv, g);
-    mla_store_cache(c, dst, i, mla_scaled(y, ks), a.cache);
-  }
-  mla_kv_rope<kIn>(c, a, x, dst, c.cos_sin + wh.pos * c.cs_stride, ks, tid, kMlaThreads);
-}
-
-// The latent row of token t by one warp, where a lane's elements fit kMlaKvSteps x kMlaKvPv
-// registers (L <= 512 on CUDA): lane i owns partials [i*pv, i*pv + pv) (pv = max(1, P / warp)), so
-// its elements s*P + i*pv + k (steps s < S, k < pv). They are all loaded at once, and kept for the
-// codes; so are the weights of those elements, after the token is located. No barrier: the token's slot
-// goes from lane 0 to the warp by shuffles.
-template <DType kIn>
-__device__ __forceinline__ void mla_kv_row_warp(const MlaCall& c, const MlaAccess& a, int64_t t) {
-  constexpr int kWarp = kGpuWarp, kS = kMlaKvSteps, kV = kMlaKvPv;
-  const int32_t l = int32_t(c.rank), lane = int32_t(threadIdx.x % kWarp);
-  const char* x = c.kv + t * c.kv_stride;
-  MlaGuess g;
-  if (lane == 0) g = mla_guess(c, t);
-  const int32_t p_count = int32_t(math::reduction_partials(l));
-  const int32_t pv = p_count > kWarp ? p_count / kWarp : 1, p0 = lane * pv;
-  const auto have = [&](int s, int k) { return k < pv && p0 + k < p_count && s * p_count + p0 + k < l; };
-  // Whole elements where every row allows them (constant access: no branch per element).
-  float xs[kS][kV];
-  const auto load_x = [&](auto access) {
-#pragma unroll
-    for (int s = 0; s < kS; ++s)
-#pragma unroll
-      for (int k = 0; k < kV; ++k) xs[s][k] = have(s, k) ? mla_load(kIn, x, s * p_count + p0 + k, access) : 0.0f;
-  };
-  if (a.kv != kBytesOnly) load_x(kElements);
-  else load_x(kBytesOnly);
-  // The canonical sum: each partial over its steps in order, the tree over the lane's partials
-  // (+0 past pv: exact), then across lanes.
-  float part[kV];
-#pragma unroll
-  for (int k = 0; k < kV; ++k) {
-    part[k] = 0.0f;
-#pragma unroll
-    for (int s = 0; s < kS; ++s) part[k] = math::add_rn(part[k], math::mul_rn(xs[s][k], xs[s][k]));
-  }
-#pragma unroll
-  for (int n = kV; n > 1; n /= 2)
-#pragma unroll
-    for (int j = 0; j < n / 2; ++j) part[j] = math::add_rn(part[2 * j], part[2 * j + 1]);
-  const float inv = math::inv_rms(warp_reduce<kWarp>(part[0], [](float u, float v) { return math::add_rn(u, v); }),
-                                  math::length_f32(l), c.eps);
-  const MlaWhere wh = mla_locate_group<kWarp>(c, t, g, true);
-  if (!wh.ok) return;
-  float ws[kS][kV];
-  const auto load_w = [&](auto type, auto access) {
-#pragma unroll
-    for (int s = 0; s < kS; ++s)
-#pragma unroll
-      for (int k = 0; k < kV; ++k) ws[s][k] = have(s, k) ? mla_load(type, c.weight, s * p_count + p0 + k, access) : 0.0f;
-  };
-  if (a.w == kBytesOnly) load_w(c.w_type, kBytesOnly);
-  else if (c.w_type == DType::kF32) load_w(DType::kF32, kElements);
-  else if (c.w_type == DType::kBF16) load_w(DType::kBF16, kElements);
-  else load_w(DType::kF16, kElements);
-  char* dst = c.cache + wh.cache_offset;
-  const float ks = mla_k_scale(c);
-#pragma unroll
-  for (int s = 0; s < kS; ++s)
-#pragma unroll
-    for (int k = 0; k < kV; ++k)
-      if (have(s, k)) {
-        const float y = math::norm_apply(xs[s][k], inv, math::add_rn(ws[s][k], c.weight_offset));
-        mla_store_cache(c, dst, s * p_count + p0 + k, mla_scaled(y, ks), a.cache);
-      }
-  mla_kv_rope<kIn>(c, a, x, dst, c.cos_sin + wh.pos * c.cs_stride, ks, lane, kWarp);
-}
-
-template <DType kIn, int kUnits, int kMinBlocks>
-__global__ void __launch_bounds__(kMlaThreads, kMinBlocks)
-    mla_rope_rmsnorm_quant_kernel(FN_GRID_CONSTANT const MlaCall c, const MlaAccess a) {
-  const uint32_t group = a.per_group_div.div(blockIdx.x), part = blockIdx.x - group * a.per_group;
-  if (part == 0) {
-    if (a.kv_rows == 1) {
-      mla_kv_row_block<kIn>(c, a, int64_t(group));
-    } else {
-      const int64_t t = int64_t(group) * a.kv_rows + threadIdx.x / kGpuWarp;
-      if (t < c.tokens) mla_kv_row_warp<kIn>(c, a, t);
-    }
-    return;
-  }
-  const uint32_t j = a.q_blocks_div.div(part - 1);  // the group's token j
-  const int64_t t = int64_t(group) * a.kv_rows + j;
-  if (t >= c.tokens) return;  // the last group's missing tokens (the whole block)
-  // kUnits units a thread, kMlaThreads apart: their loads are in flight together while the token
-  // is located (once for the block).
+  __shared__ int64_t where[2];
+  __shared__ int32_t where_ok;
+  const uint32_t token = a.q_blocks_div.div(blockIdx.x), qpart = blockIdx.x - token * a.q_blocks;
+  const int64_t t = int64_t(token);
+  const bool kv = qpart == 0;  // the token's first q block writes its latent row too
+  // kUnits units a thread, kMlaThreads apart: their loads, the latent row's and the token's first
+  // index reads are in flight together.
   const int32_t units = int32_t(c.rope / 8), total = int32_t(c.heads) * units;
-  const int32_t first = int32_t(part - 1 - j * a.q_blocks) * kMlaThreads * kUnits + int32_t(threadIdx.x);
+  const int32_t first = int32_t(qpart) * kMlaThreads * kUnits + int32_t(threadIdx.x);
   QUnit<kIn> q[kUnits];
 #pragma unroll
   for (int k = 0; k < kUnits; ++k) {
@@ -364,33 +254,51 @@ __global__ void __launch_bounds__(kMlaThreads, kMinBlocks)
   }
   MlaGuess g;
   if (threadIdx.x == 0) g = mla_guess(c, t);
-  const MlaWhere wh = mla_locate_group<kMlaThreads>(c, t, g, false);  // a rejected token: counted by its kv row
-  if (!wh.ok || first >= total) return;
-  const char* cs = c.cos_sin + wh.pos * c.cs_stride;
-  float tab[8];
-  if (a.same_unit) mla_load_tab(c, a, cs, first - int32_t(a.units_div.div(uint32_t(first))) * units, tab);
-#pragma unroll
-  for (int k = 0; k < kUnits; ++k) {
-    const int32_t unit = first + k * kMlaThreads;
-    if (unit >= total) break;
-    const int32_t h = int32_t(a.units_div.div(uint32_t(unit))), u = unit - h * units;
-    if (!a.same_unit) mla_load_tab(c, a, cs, u, tab);
-    q[k].finish(c, a, c.q_out + t * c.qo_stride_t + h * c.qo_stride_h, tab, u);
+  const char* x = c.kv + t * c.kv_stride;
+  const float part = kv ? MlaKvRow<kIn>::partial(c, a, x) : 0.0f;
+  // Thread 0 locates the token (the kv block counts a rejected one) before the barrier that also
+  // gathers the warps' sums (row_reduce_finish: every warp then combines them in the canonical
+  // order and evaluates inv).
+  if (threadIdx.x == 0) {
+    MlaSlot s;
+    const bool ok = mla_locate(c, t, g, &s) == MlaLocate::kOk;
+    where_ok = ok ? 1 : 0;
+    where[0] = s.pos;
+    where[1] = mla_cache_row(c, s) - c.cache;
+    if (!ok && kv && c.invalid_tokens != nullptr) atomicAdd(c.invalid_tokens, 1);
   }
+  float inv = 0.0f;
+  if (kv) {
+    const float l_f = math::length_f32(c.rank), eps = c.eps;
+    inv = row_reduce_finish<kWarp, false, true>(
+        part, int32_t(threadIdx.x), kMlaThreads, 0, red, [](float u, float v) { return math::add_rn(u, v); },
+        [&](float ss) { return math::inv_rms(ss, l_f, eps); }, static_cast<float*>(nullptr));
+  } else {
+    __syncthreads();
+  }
+  if (!where_ok) return;  // the whole block
+  const char* cs = c.cos_sin + where[0] * c.cs_stride;
+  if (first < total) {
+    float tab[8];
+    if (a.same_unit) mla_load_tab(c, a, cs, first - int32_t(a.units_div.div(uint32_t(first))) * units, tab);
+#pragma unroll
+    for (int k = 0; k < kUnits; ++k) {
+      const int32_t unit = first + k * kMlaThreads;
+      if (unit >= total) break;
+      const int32_t h = int32_t(a.units_div.div(uint32_t(unit))), u = unit - h * units;
+      if (!a.same_unit) mla_load_tab(c, a, cs, u, tab);
+      q[k].finish(c, a, c.q_out + t * c.qo_stride_t + h * c.qo_stride_h, tab, u);
+    }
+  }
+  if (kv) MlaKvRow<kIn>::write(c, a, x, inv, c.cache + where[1], cs);
 }
 
 // ---------------------------------------------------------------- host
 
 template <DType kIn>
 void mla_launch(int units_a_thread, dim3 grid, gpuStream_t s, const MlaCall& c, const MlaAccess& a) {
-  static const bool mb5 = getenv("FN_MLA_MB5") != nullptr;
-  if (mb5) {
-    if (units_a_thread == 1) mla_rope_rmsnorm_quant_kernel<kIn, 1, 5><<<grid, kMlaThreads, 0, s>>>(c, a);
-    else mla_rope_rmsnorm_quant_kernel<kIn, kMlaQUnits, 5><<<grid, kMlaThreads, 0, s>>>(c, a);
-    return;
-  }
-  if (units_a_thread == 1) mla_rope_rmsnorm_quant_kernel<kIn, 1, 1><<<grid, kMlaThreads, 0, s>>>(c, a);
-  else mla_rope_rmsnorm_quant_kernel<kIn, kMlaQUnits, 1><<<grid, kMlaThreads, 0, s>>>(c, a);
+  if (units_a_thread == 1) mla_rope_rmsnorm_quant_kernel<kIn, 1><<<grid, kMlaThreads, 0, s>>>(c, a);
+  else mla_rope_rmsnorm_quant_kernel<kIn, kMlaQUnits><<<grid, kMlaThreads, 0, s>>>(c, a);
 }
 
 // The widest access of a view of `n` rows `stride` bytes apart at `data`.
@@ -418,18 +326,11 @@ fusednorm_status mla_rope_rmsnorm_quant(const MlaCall* call, int32_t device, voi
   // µs; Hq 128: 95.6 against 99.6).
   const int qu = units >= kMlaThreads * kMlaQUnits ? kMlaQUnits : 1;
   const int64_t q_blocks = (units + kMlaThreads * qu - 1) / (kMlaThreads * qu);
-  // A warp a kv row where a lane's elements fit kMlaKvSteps x kMlaKvPv (L <= 512 on CUDA), else
-  // the block.
-  const int64_t parts = math::reduction_partials(c.rank), kv_pv = std::max<int64_t>(1, parts / kGpuWarp);
-  const int64_t kv_rows =
-      kv_pv <= kMlaKvPv && (c.rank + parts - 1) / parts <= kMlaKvSteps ? kMlaThreads / kGpuWarp : 1;
-  const int64_t per_group = 1 + kv_rows * q_blocks, groups = (c.tokens + kv_rows - 1) / kv_rows;
-  if (groups > INT32_MAX / per_group || c.rank + c.rope > (int64_t(1) << 30))
+  if (c.tokens > INT32_MAX / q_blocks || c.rank + c.rope > (int64_t(1) << 30))
     return say(FUSEDNORM_UNSUPPORTED, msg, n,
                "T = %lld, Hq = %lld, L = %lld, R = %lld: the " FN_GPU_VENDOR
-               " kernel supports ceil(T / %lld) * (1 + %lld * ceil(Hq * R / %d)) < 2^31 blocks and L + R <= 2^30",
-               (long long)c.tokens, (long long)c.heads, (long long)c.rank, (long long)c.rope, (long long)kv_rows,
-               (long long)kv_rows, 8 * kMlaThreads * qu);
+               " kernel supports T * ceil(Hq * R / %d) < 2^31 blocks and L + R <= 2^30",
+               (long long)c.tokens, (long long)c.heads, (long long)c.rank, (long long)c.rope, 8 * kMlaThreads * qu);
   if (c.tokens == 0) return FUSEDNORM_SUCCESS;
   DeviceGuard guard(device);
   if (guard.error != gpuSuccess) return vendor_error(guard.error, "selecting the device", msg, n);
@@ -444,14 +345,11 @@ fusednorm_status mla_rope_rmsnorm_quant(const MlaCall* call, int32_t device, voi
   const int cache_bytes = dtype_bits(c.cache_type) / 8;
   a.cache = std::min(mla_access(c.cache, c.num_pages, c.cache_page_stride, cache_bytes, cache_bytes),
                      mla_access(c.cache, c.page_size, c.cache_slot_stride, cache_bytes, cache_bytes));
-  a.kv_rows = uint32_t(kv_rows);
   a.q_blocks = uint32_t(q_blocks);
-  a.per_group = uint32_t(per_group);
-  a.per_group_div = DivU32::of(uint32_t(per_group));
   a.q_blocks_div = DivU32::of(uint32_t(q_blocks));
   a.units_div = DivU32::of(uint32_t(c.rope / 8));
   a.same_unit = kMlaThreads % (c.rope / 8) == 0 ? 1 : 0;
-  const dim3 grid(unsigned(groups * per_group));
+  const dim3 grid(unsigned(c.tokens * q_blocks));
   const gpuStream_t s = static_cast<gpuStream_t>(stream);
   switch (c.in_type) {
     case DType::kF32: mla_launch<DType::kF32>(qu, grid, s, c, a); break;
