@@ -43,7 +43,6 @@ constexpr bool kGpuIsHip = true;
 // Kernel register and thread bounds: HIP takes the block's maximum threads.
 #define FN_KERNEL_BOUNDS(max_threads, max_regs) __launch_bounds__(max_threads)
 __device__ __forceinline__ void gpu_prefetch_l2_range(const char*, uint32_t, int, int) {}
-__device__ __forceinline__ void gpu_prefetch_l1_range(const char*, uint32_t, int, int) {}
 template <int kBytes>
 __device__ __forceinline__ void gpu_copy_async(void* smem, const void* src) { memcpy(smem, src, kBytes); }
 __device__ __forceinline__ void gpu_copy_async_wait_all() {}
@@ -136,12 +135,6 @@ __device__ __forceinline__ float4 gpu_load_shared16(uint32_t a) {
   float4 v;
   asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(a));
   return v;
-}
-// A hint that brings bytes [p, p + n) into this SM's L1, one 128-byte line a thread (threads
-// i < count together): for data the block reads after a barrier it would otherwise wait at.
-__device__ __forceinline__ void gpu_prefetch_l1_range(const char* p, uint32_t n, int i, int count) {
-  for (uint32_t off = uint32_t(i) * 128u; off < n; off += uint32_t(count) * 128u)
-    asm volatile("prefetch.global.L1 [%0];" ::"l"(p + off));
 }
 // A hint that brings bytes [p, p + n) into L2, called by threads i < count together (no value is
 // read: safe before the previous grid's writes are visible, since L2 is where they land). On

@@ -256,8 +256,6 @@ __global__ void __launch_bounds__(kMlaThreads)
   if (threadIdx.x == 0) g = mla_guess(c, t);
   const char* x = c.kv + t * c.kv_stride;
   const float part = kv ? MlaKvRow<kIn>::partial(c, a, x) : 0.0f;
-  // The weights, read after the barrier, into L1 meanwhile.
-  if (kv) gpu_prefetch_l1_range(c.weight, uint32_t(c.rank) * (c.w_type == DType::kF32 ? 4u : 2u), threadIdx.x, kMlaThreads);
   // Thread 0 locates the token (the kv block counts a rejected one) before the barrier that also
   // gathers the warps' sums (row_reduce_finish: every warp then combines them in the canonical
   // order and evaluates inv).
@@ -268,8 +266,6 @@ __global__ void __launch_bounds__(kMlaThreads)
     where[0] = s.pos;
     where[1] = mla_cache_row(c, s) - c.cache;
     if (!ok && kv && c.invalid_tokens != nullptr) atomicAdd(c.invalid_tokens, 1);
-    // The token's cos/sin row, read after the barrier, into L1 meanwhile.
-    if (ok) gpu_prefetch_l1_range(c.cos_sin + s.pos * c.cs_stride, uint32_t(c.rope) * (c.cs_type == DType::kF32 ? 4u : 2u), 0, 1);
   }
   float inv = 0.0f;
   if (kv) {
