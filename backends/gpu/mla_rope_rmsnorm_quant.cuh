@@ -321,9 +321,9 @@ fusednorm_status mla_rope_rmsnorm_quant(const MlaCall* call, int32_t device, voi
   const MlaCall& c = *call;
   const int64_t units = c.heads * (c.rope / 8);
   // kMlaQUnits units a thread where every thread of a q block gets that many (Hq * R >= 8192,
-  // e.g. Hq 128 with R 64); 1 otherwise, where the 4-unit kernel's registers (64 against 40)
-  // cost more occupancy than its shared locating saves (H200: Hq 16, T 4096: 51.4 against 46.7
-  // µs; Hq 128: 95.6 against 99.6).
+  // e.g. Hq 128 with R 64), else 1. H200, Hq 128, bf16: T 4096 63.0 against 82.3 µs with one unit
+  // a thread (four blocks a token), T 16384 222 against 309; one unit is faster only in decode
+  // (T 1: 5.7 against 6.9 µs), where the token's q work is spread over four blocks.
   const int qu = units >= kMlaThreads * kMlaQUnits ? kMlaQUnits : 1;
   const int64_t q_blocks = (units + kMlaThreads * qu - 1) / (kMlaThreads * qu);
   if (c.tokens > INT32_MAX / q_blocks || c.rank + c.rope > (int64_t(1) << 30))
