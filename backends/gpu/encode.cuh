@@ -1,7 +1,8 @@
-// Compiled twice: as CUDA and as HIP. The rmsnorm_quant kernel's encoders: f32 to the 16-bit input
-// dtypes in pairs (round_pair, the residual's sums) and to the output formats four at a time
-// (encode4): hardware conversions where the device has them (gpu_runtime.h), else the shared math;
-// and the kernels with which the plugin's verify_encoders proves the two equal over all inputs.
+// Compiled twice: as CUDA and as HIP. The kernels' encoders: f32 to the 16-bit input dtypes in
+// pairs (round_pair, encode_words: residual sums, qk and mla outputs) and to the output formats
+// two or four at a time (encode2, encode4): hardware conversions where the device has them
+// (gpu_runtime.h), else the shared math; and the kernels with which the plugin's verify_encoders
+// proves the two equal over all inputs (the e2m1 encoders of rmsnorm_fp4 too).
 #pragma once
 
 #include <stdint.h>
