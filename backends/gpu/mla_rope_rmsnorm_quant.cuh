@@ -256,7 +256,7 @@ __global__ void __launch_bounds__(kMlaThreads)
   if (threadIdx.x == 0) g = mla_guess(c, t);
   const char* x = c.kv + t * c.kv_stride;
   const float part = kv ? MlaKvRow<kIn>::partial(c, a, x) : 0.0f;
-  // Thread 0 locates the token (the kv block counts a rejected one) before the barrier that also
+  // Thread 0 locates the token (the first block counts a rejected one) before the barrier that also
   // gathers the warps' sums (row_reduce_finish: every warp then combines them in the canonical
   // order and evaluates inv).
   if (threadIdx.x == 0) {
