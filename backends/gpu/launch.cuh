@@ -21,22 +21,24 @@ struct DeviceFacts {
   size_t max_smem_per_block = 0;  // with the opt-in attribute
 };
 
-// Resident blocks per multiprocessor of a kernel at a block shape, asked once per shape (the
-// query is host work, not a stream operation, so graph capture is unaffected).
+// Resident blocks per multiprocessor of a kernel (any operation's) at a block shape, asked once
+// per shape (the query is host work, not a stream operation, so graph capture is unaffected).
 struct Residency {
-  KernelFn fn;
+  const void* fn;
   int device;
   unsigned threads;
   size_t smem;
   int blocks_per_sm;
 };
 
-inline gpuError_t blocks_per_sm(KernelFn fn, int device, unsigned threads, size_t smem, int* out) {
+template <class Fn>
+inline gpuError_t blocks_per_sm(Fn fn, int device, unsigned threads, size_t smem, int* out) {
   static std::mutex mu;
   static std::vector<Residency> known;
+  const void* key = reinterpret_cast<const void*>(fn);
   std::lock_guard<std::mutex> lock(mu);
   for (const Residency& r : known)
-    if (r.fn == fn && r.device == device && r.threads == threads && r.smem == smem) {
+    if (r.fn == key && r.device == device && r.threads == threads && r.smem == smem) {
       *out = r.blocks_per_sm;
       return gpuSuccess;
     }
@@ -45,14 +47,14 @@ inline gpuError_t blocks_per_sm(KernelFn fn, int device, unsigned threads, size_
   // same kernel may still need more).
   size_t allowed = 0;
   for (const Residency& r : known)
-    if (r.fn == fn && r.device == device) allowed = std::max(allowed, r.smem);
+    if (r.fn == key && r.device == device) allowed = std::max(allowed, r.smem);
   gpuError_t e = gpuSuccess;
   if (smem > allowed) e = gpuFuncSetAttribute(fn, gpuFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   int n = 0;
   if (e == gpuSuccess) e = gpuOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, int(threads), smem);
   if (e != gpuSuccess) return e;
   n = std::max(n, 1);
-  known.push_back(Residency{fn, device, threads, smem, n});
+  known.push_back(Residency{key, device, threads, smem, n});
   *out = n;
   return gpuSuccess;
 }

@@ -8,17 +8,23 @@
 // of the row's P/8 threads; its |y| max is an integer max over those (order-free), its scale the
 // shared math's (quant_math.h: nvfp4_block_scale / mxfp4_block_scale), and each thread encodes its
 // 8 values to 4 bytes of e2m1 codes. A swizzled layout's padding rows are rows of the grid too.
+//
+// Two builds of the kernel: the general one (any alignment, strides, row length) and the fast one
+// (kFast: every view vector-aligned, one leading dimension, H a whole number of steps of at least
+// a block each), which has no element paths and no per-element bounds, reads g = w + offset from
+// a table in shared memory that each thread fills for its own elements at its block's first row,
+// and takes the blocks' |y| maxima with the NaN-propagating float max (CUDA). Both compute the
+// same bytes (the same formulas in the same order); the host picks by the views alone.
 #pragma once
 
 #include <stdint.h>
 
 #include <algorithm>
-#include <mutex>
-#include <vector>
 
 #include "backends/gpu/gpu_runtime.h"
 #include "backends/gpu/host.cuh"
 #include "backends/gpu/io.cuh"
+#include "backends/gpu/launch.cuh"
 #include "backends/gpu/ops.h"
 #include "backends/gpu/plan.h"
 #include "backends/gpu/reduce.cuh"
@@ -66,7 +72,7 @@ __device__ __forceinline__ math::BlockScale block_scale(uint32_t amax, float gs)
 // Up to 512 threads a block; the 4-step kernels at most kFp4Regs4 registers a thread (three
 // blocks of 256 threads an SM), the 8-step ones 128.
 constexpr int kFp4Regs4 = 80;
-template <DType kIn, int kSteps, int kBlock, int kWarp>
+template <DType kIn, int kSteps, int kBlock, int kWarp, bool kFast>
 __global__ void FN_KERNEL_BOUNDS(kMaxBlockThreads / 2, kSteps <= 4 ? kFp4Regs4 : 128)
     rmsnorm_fp4_kernel(FN_GRID_CONSTANT const RmsnormFp4Call c, const RowShape shape, const Accesses acc) {
   using In = InTraits<kIn>;
@@ -75,6 +81,9 @@ __global__ void FN_KERNEL_BOUNDS(kMaxBlockThreads / 2, kSteps <= 4 ? kFp4Regs4 :
   constexpr int kW = InVec::kWords;
   __shared__ __align__(16) float red[2][kMaxBlockThreads / 32];
   __shared__ float inv_of_row[2][kMaxBlockThreads / 32];
+  // The fast kernel's g = w + offset: this thread's two float4 of step s at slots (2s + q) *
+  // blockDim.x + threadIdx.x (conflict-free 16-byte accesses; no other thread reads them).
+  extern __shared__ float4 fp4_gamma_tab[];
   const int T = shape.threads_per_row, P = shape.partials, R = shape.rows_per_block, S = shape.steps;
   const int t = threadIdx.x % T, rib = threadIdx.x / T;
   constexpr int32_t B = kBlock;
@@ -84,42 +93,56 @@ __global__ void FN_KERNEL_BOUNDS(kMaxBlockThreads / 2, kSteps <= 4 ? kFp4Regs4 :
   const int64_t rows = c.lead.rows;
   const int64_t all_rows = c.swizzled ? c.swizzle_rows : rows;
   const int64_t blocks = c.h / c.block;
-  const float gs = c.global_scale != nullptr ? load_f32_any(c.global_scale) : 1.0f;
   const bool norm = c.norm == FUSEDNORM_NORM_RMS;
   const float len = math::length_f32(c.h), eps = c.eps;
+  // Launched with programmatic serialization (sm_90): the previous kernel's memory is visible
+  // after the wait; the global scale is a tensor on the device, read after it too.
+  gpu_wait_for_previous_grid();
+  gpu_allow_next_grid();
+  const float gs = c.global_scale != nullptr ? load_f32_any(c.global_scale) : 1.0f;
 
   int parity = 0;
   for (int64_t first = int64_t(blockIdx.x) * R; first < all_rows; first += int64_t(gridDim.x) * R, parity ^= 1) {
+    if (kFast && norm && first == int64_t(blockIdx.x) * R) {
+#pragma unroll
+      for (int s = 0; s < kFp4MaxSteps; ++s)
+        if (s < S) {
+          float g[kFp4Vec];
+          load_gamma<kFp4Vec, true>(c.w_type, c.weight, c.weight_offset, s * P + kFp4Vec * t, h, kVectors, g);
+          fp4_gamma_tab[(2 * s) * blockDim.x + threadIdx.x] = make_float4(g[0], g[1], g[2], g[3]);
+          fp4_gamma_tab[(2 * s + 1) * blockDim.x + threadIdx.x] = make_float4(g[4], g[5], g[6], g[7]);
+        }
+    }
     const int64_t row = first + rib;
     const bool real = rib < R && row < rows;
     // The block's next row into L2 while this one is computed (the grid is persistent).
     const int64_t next = row + int64_t(gridDim.x) * R;
     if (next < rows) {
-      gpu_prefetch_l2_range(row_at<false>(c.lead, c.in, next), uint32_t(h) * In::kBytes, t, T);
-      if (c.res.data != nullptr) gpu_prefetch_l2_range(row_at<false>(c.lead, c.res, next), uint32_t(h) * In::kBytes, t, T);
+      gpu_prefetch_l2_range(row_at<kFast>(c.lead, c.in, next), uint32_t(h) * In::kBytes, t, T);
+      if (c.res.data != nullptr) gpu_prefetch_l2_range(row_at<kFast>(c.lead, c.res, next), uint32_t(h) * In::kBytes, t, T);
     }
     // 1. x as the input dtype's words (with the residual sum, rounded and written back), the
     // partial sums of squares. The words, not f32 values, stay in registers until inv is known
     // (half as many for 16-bit inputs); then y, once, for the maxima and the codes.
     uint32_t raw[kFp4MaxSteps][kW];
-    char* in_row = real ? row_at<false>(c.lead, c.in, row) : nullptr;
-    char* res_row = real && c.res.data != nullptr ? row_at<false>(c.lead, c.res, row) : nullptr;
+    char* in_row = real ? row_at<kFast>(c.lead, c.in, row) : nullptr;
+    char* res_row = real && c.res.data != nullptr ? row_at<kFast>(c.lead, c.res, row) : nullptr;
 #pragma unroll
     for (int s = 0; s < kFp4MaxSteps; ++s) {
       const int32_t e = s * P + kFp4Vec * t;
 #pragma unroll
       for (int w = 0; w < kW; ++w) raw[s][w] = 0;
-      if (s < S && e < h && real) {
-        load_vec<In::kBytes, kFp4Vec>(in_row, e, h, acc.in, raw[s]);
+      if (s < S && (kFast || e < h) && real) {
+        load_vec<In::kBytes, kFp4Vec, kFast>(in_row, e, h, acc.in, raw[s]);
         if (res_row != nullptr) {
           uint32_t rw[kW], sw[kW] = {};
-          load_vec<In::kBytes, kFp4Vec>(res_row, e, h, acc.in, rw);
+          load_vec<In::kBytes, kFp4Vec, kFast>(res_row, e, h, acc.in, rw);
 #pragma unroll
           for (int j = 0; j < kFp4Vec; ++j) {
             const uint32_t code = In::encode(math::add_rn(In::get(raw[s], j), In::get(rw, j)));
             sw[j / InVec::kPerWord] |= code << (32 / InVec::kPerWord * (j % InVec::kPerWord));
           }
-          store_vec<In::kBytes, kFp4Vec>(res_row, e, h, acc.in, sw);
+          store_vec<In::kBytes, kFp4Vec, kFast>(res_row, e, h, acc.in, sw);
 #pragma unroll
           for (int w = 0; w < kW; ++w) raw[s][w] = sw[w];
         }
@@ -151,28 +174,51 @@ __global__ void FN_KERNEL_BOUNDS(kMaxBlockThreads / 2, kSteps <= 4 ? kFp4Regs4 :
       const int32_t e = s * P + kFp4Vec * t;
 #pragma unroll
       for (int j = 0; j < kFp4Vec; ++j) y[j] = In::get(raw[s], j);
-      if (norm && s < S && e < h) {
+      if (norm && s < S && (kFast || e < h)) {
         float g[kFp4Vec];
-        load_gamma<kFp4Vec, false>(c.w_type, c.weight, c.weight_offset, e, h, acc.w, g);
+        if (kFast) {
+          const float4 lo = fp4_gamma_tab[(2 * s) * blockDim.x + threadIdx.x];
+          const float4 hi = fp4_gamma_tab[(2 * s + 1) * blockDim.x + threadIdx.x];
+          g[0] = lo.x; g[1] = lo.y; g[2] = lo.z; g[3] = lo.w;
+          g[4] = hi.x; g[5] = hi.y; g[6] = hi.z; g[7] = hi.w;
+        } else {
+          load_gamma<kFp4Vec, false>(c.w_type, c.weight, c.weight_offset, e, h, acc.w, g);
+        }
 #pragma unroll
         for (int j = 0; j < kFp4Vec; ++j) y[j] = math::norm_apply(y[j], inv, g[j]);
       }
     };
 
     // 2. the blocks' |y| maxima (lanes of a step, then steps of a block), scales, codes. y is
-    // kept from the maxima to the codes.
-    char* out_row = real ? row_at<false>(c.lead, c.out, row) : nullptr;
+    // kept from the maxima to the codes in the 4-step kernels, computed again in the 8-step ones
+    // (whose 64 values would spill).
+    constexpr bool kKeepY = kSteps <= 4;
+    char* out_row = real ? row_at<kFast>(c.lead, c.out, row) : nullptr;
     uint32_t am[kFp4MaxSteps];
-    float ys[kFp4MaxSteps][kFp4Vec];
+    float ys[kKeepY ? kFp4MaxSteps : 1][kFp4Vec];
 #pragma unroll
     for (int s = 0; s < kFp4MaxSteps; ++s) {
       uint32_t m = 0;
-      float* y = ys[s];
+      float y_now[kFp4Vec];
+      float* y = kKeepY ? ys[s] : y_now;
       y_of(s, y);
+#if FN_CUDA_ARCH > 0
+      if (kFast) {
+        // max.NaN of |y|: for non-NaN values the float maximum of non-negative floats, whose bits
+        // are the integer maximum below; any NaN gives the canonical NaN, above Inf's bits as a
+        // NaN's are (block_scale looks only at amax >= Inf's bits).
+        float mf = 0.0f;
 #pragma unroll
-      for (int j = 0; j < kFp4Vec; ++j) {
-        const uint32_t b = math::bits_of(y[j]) & math::kF32AbsMask;
-        m = b > m ? b : m;
+        for (int j = 0; j < kFp4Vec; ++j) mf = gpu_max_nan(mf, fabsf(y[j]));
+        m = math::bits_of(mf);
+      } else
+#endif
+      {
+#pragma unroll
+        for (int j = 0; j < kFp4Vec; ++j) {
+          const uint32_t b = math::bits_of(y[j]) & math::kF32AbsMask;
+          m = b > m ? b : m;
+        }
       }
 #pragma unroll
       for (int k = 1; k < kWarp; k *= 2)
@@ -198,7 +244,7 @@ __global__ void FN_KERNEL_BOUNDS(kMaxBlockThreads / 2, kSteps <= 4 ? kFp4Regs4 :
     // thread computes its blocks' scales.
     float r[kFp4MaxSteps];
     constexpr int kLanes = kBlock / kFp4Vec, kPer = (kFp4MaxSteps + kLanes - 1) / kLanes;
-    if (P >= kBlock) {
+    if (kFast || P >= kBlock) {
       const int my = t % kLanes, lane = int(threadIdx.x % kWarp);
       float mine[kPer];
 #pragma unroll
@@ -210,7 +256,7 @@ __global__ void FN_KERNEL_BOUNDS(kMaxBlockThreads / 2, kSteps <= 4 ? kFp4Regs4 :
         mine[k] = bs.r;
         const int s_own = k * kLanes + my;
         const int32_t e0 = s_own * P + kFp4Vec * (t - my);
-        if (s_own < S && e0 < h && real)
+        if (s_own < S && (kFast || e0 < h) && real)
           *fp4_scale_ptr(c.lead, c.scales, c.swizzled, c.swizzle_tiles, row, e0 / B) = char(bs.code);
       }
 #pragma unroll
@@ -228,10 +274,12 @@ __global__ void FN_KERNEL_BOUNDS(kMaxBlockThreads / 2, kSteps <= 4 ? kFp4Regs4 :
 #pragma unroll
     for (int s = 0; s < kFp4MaxSteps; ++s) {
       const int32_t e = s * P + kFp4Vec * t;
-      if (!(s < S && e < h && real)) continue;
-      const uint32_t w = pack_fp4<kFp4Vec>(ys[s], r[s], am[s] < math::kF32InfBits && fabsf(r[s]) < INFINITY);
+      if (!(s < S && (kFast || e < h) && real)) continue;
+      float y_now[kFp4Vec];
+      if (!kKeepY) y_of(s, y_now);
+      const uint32_t w = pack_fp4<kFp4Vec>(kKeepY ? ys[s] : y_now, r[s], am[s] < math::kF32InfBits && fabsf(r[s]) < INFINITY);
       char* p = out_row + e / 2;
-      if (acc.out == kVectors) {
+      if (kFast || acc.out == kVectors) {
         FN_STORE_GLOBAL(reinterpret_cast<uint32_t*>(p), w);
       } else {
 #pragma unroll
@@ -274,46 +322,28 @@ namespace {
 
 using Fp4Kernel = void (*)(RmsnormFp4Call, RowShape, Accesses);
 
-// A persistent grid: as many blocks as can be resident (occupancy asked once per kernel and block
-// size), at most one a row group; each block walks its rows and prefetches its next one.
+// A persistent grid: as many blocks as can be resident (occupancy asked once per kernel, block
+// size and shared memory: launch.cuh), at most one a row group; each block walks its rows and
+// prefetches its next one. `smem`: the fast kernel's weight table.
 inline gpuError_t launch_fp4(Fp4Kernel fn, const RmsnormFp4Call& c, const RowShape& shape, const Accesses& acc,
-                             int device, gpuStream_t stream) {
-  struct Known {
-    Fp4Kernel fn;
-    int device;
-    unsigned threads;
-    int per_sm;
-  };
-  static std::mutex mu;
-  static std::vector<Known> known;
+                             size_t smem, int device, gpuStream_t stream) {
+  const DeviceFacts& dev = g_devices[size_t(device)];
   const unsigned threads = unsigned(shape.rows_per_block * shape.threads_per_row);
-  int per_sm = 0;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    for (const Known& k : known)
-      if (k.fn == fn && k.device == device && k.threads == threads) per_sm = k.per_sm;
-    if (per_sm == 0) {
-      const gpuError_t e = gpuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, int(threads), 0);
-      if (e != gpuSuccess) return e;
-      per_sm = std::max(per_sm, 1);
-      known.push_back(Known{fn, device, threads, per_sm});
-    }
-  }
+  int per_sm = 1;
+  const gpuError_t e = blocks_per_sm(fn, device, threads, smem, &per_sm);
+  if (e != gpuSuccess) return e;
   const int64_t all_rows = c.swizzled ? c.swizzle_rows : c.lead.rows;
   const int64_t groups = (all_rows + shape.rows_per_block - 1) / shape.rows_per_block;
-  const int64_t grid = std::min<int64_t>(groups, int64_t(per_sm) * g_devices[device].multiprocessors);
-  fn<<<unsigned(grid), threads, 0, stream>>>(c, shape, acc);
-  return gpuGetLastError();
+  const int64_t grid = std::min<int64_t>(groups, int64_t(per_sm) * dev.multiprocessors);
+  return launch_pdl(fn, dev, unsigned(grid), threads, smem, stream, c, shape, acc);
 }
 
+// The general kernel holds up to 8 steps; the fast ones 4 (three blocks of 256 threads an SM) or 8.
 template <DType kIn>
-gpuError_t launch_rmsnorm_fp4_in(const RmsnormFp4Call& c, const RowShape& shape, const Accesses& acc, int device,
-                                 gpuStream_t stream) {
-  const bool nv = c.format == FUSEDNORM_FP4_NVFP4;
-  Fp4Kernel fn = shape.steps <= 4 ? (nv ? &rmsnorm_fp4_kernel<kIn, 4, 16, kGpuWarp> : &rmsnorm_fp4_kernel<kIn, 4, 32, kGpuWarp>)
-                                  : (nv ? &rmsnorm_fp4_kernel<kIn, kMaxSteps, 16, kGpuWarp>
-                                        : &rmsnorm_fp4_kernel<kIn, kMaxSteps, 32, kGpuWarp>);
-  return launch_fp4(fn, c, shape, acc, device, stream);
+Fp4Kernel fp4_kernel_for(bool nv, bool fast, int steps) {
+  if (!fast) return nv ? &rmsnorm_fp4_kernel<kIn, kMaxSteps, 16, kGpuWarp, false> : &rmsnorm_fp4_kernel<kIn, kMaxSteps, 32, kGpuWarp, false>;
+  if (steps <= 4) return nv ? &rmsnorm_fp4_kernel<kIn, 4, 16, kGpuWarp, true> : &rmsnorm_fp4_kernel<kIn, 4, 32, kGpuWarp, true>;
+  return nv ? &rmsnorm_fp4_kernel<kIn, kMaxSteps, 16, kGpuWarp, true> : &rmsnorm_fp4_kernel<kIn, kMaxSteps, 32, kGpuWarp, true>;
 }
 
 }  // namespace
@@ -339,13 +369,18 @@ fusednorm_status plugin_rmsnorm_fp4(const RmsnormFp4Call* call, int32_t device, 
   RowView wv;
   wv.data = const_cast<char*>(c.weight);
   acc.w = access_for(LeadShape(), wv, w_bytes, shape.vec * w_bytes);
-  const gpuStream_t st = static_cast<gpuStream_t>(stream);
-  gpuError_t e;
-  switch (c.in_type) {
-    case DType::kF32: e = launch_rmsnorm_fp4_in<DType::kF32>(c, shape, acc, device, st); break;
-    case DType::kF16: e = launch_rmsnorm_fp4_in<DType::kF16>(c, shape, acc, device, st); break;
-    default: e = launch_rmsnorm_fp4_in<DType::kBF16>(c, shape, acc, device, st); break;
-  }
+  // The fast kernel where every view allows vectors, one leading dimension indexes the rows, the
+  // row is whole steps of at least 32 elements (a block of either format within a step), and the
+  // weight table fits beside the kernel's static shared memory (1 KiB). From the views and H alone.
+  const bool nv = c.format == FUSEDNORM_FP4_NVFP4, norm = c.norm == FUSEDNORM_NORM_RMS;
+  const size_t table = norm ? size_t(shape.rows_per_block) * shape.threads_per_row * shape.steps * kFp4Vec * sizeof(float) : 0;
+  const bool fast = c.lead.ndim <= 1 && c.h % shape.partials == 0 && shape.partials >= 32 && acc.in == kVectors &&
+                    acc.out == kVectors && acc.w == kVectors && table + 1024 <= g_devices[size_t(device)].max_smem_per_block;
+  const Fp4Kernel fn = c.in_type == DType::kF32   ? fp4_kernel_for<DType::kF32>(nv, fast, shape.steps)
+                       : c.in_type == DType::kF16 ? fp4_kernel_for<DType::kF16>(nv, fast, shape.steps)
+                                                  : fp4_kernel_for<DType::kBF16>(nv, fast, shape.steps);
+  gpuError_t e = launch_fp4(fn, c, shape, acc, fast ? table : 0, device, static_cast<gpuStream_t>(stream));
+  if (e == gpuSuccess) e = gpuGetLastError();
   if (e != gpuSuccess) return vendor_error(e, "launching rmsnorm_fp4", msg, n);
   return FUSEDNORM_SUCCESS;
 }
