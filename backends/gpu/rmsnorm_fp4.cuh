@@ -54,8 +54,16 @@ template <int kVec>
 __device__ __forceinline__ uint32_t pack_fp4(const float v[kVec], float r, bool num) {
   uint32_t w = 0;
   if (num) {
+    // encode_f4e2m1_num in pieces: the codes' low 3 bits and the signs gathered apart (a shift
+    // and a masked OR each), nibble j = encode_f4e2m1_num(v[j] * r).
+    uint32_t codes = 0, signs = 0;
 #pragma unroll
-    for (int j = 0; j < kVec; ++j) w |= math::encode_f4e2m1_num(math::mul_rn(v[j], r)) << (4 * j);
+    for (int j = 0; j < kVec; ++j) {
+      const float p = math::mul_rn(v[j], r);
+      codes |= (math::f4e2m1_num_low3(p) << (4 * j)) & (7u << (4 * j));
+      signs |= (4 * j <= 28 ? math::bits_of(p) >> (28 - 4 * j) : math::bits_of(p) << (4 * j - 28)) & (8u << (4 * j));
+    }
+    w = codes | signs;
   } else {
 #pragma unroll
     for (int j = 0; j < kVec; ++j) w |= math::encode_f4e2m1_sel(math::mul_rn(v[j], r)) << (4 * j);
