@@ -21,6 +21,7 @@
 
 #include <algorithm>
 
+#include "backends/gpu/encode.cuh"
 #include "backends/gpu/gpu_runtime.h"
 #include "backends/gpu/host.cuh"
 #include "backends/gpu/io.cuh"
@@ -71,10 +72,33 @@ __device__ __forceinline__ uint32_t pack_fp4(const float v[kVec], float r, bool 
   return w;
 }
 
-// The block scale of amax: NVFP4 (kBlock 16) or MXFP4 (32), the shared math.
+// The block scale of amax: NVFP4 (kBlock 16) or MXFP4 (32), the shared math's
+// (math::nvfp4_block_scale, math::mxfp4_block_scale) with cheaper equal steps:
+// - NVFP4: the e4m3 code by the hardware conversion where there is one (encode1, proven equal to
+//   f8e4m3fn::encode by verify_encoders); dec(code) exactly as the code's bits moved to f32's
+//   places (exponent and mantissa fields at bits 23.., 20..: a normal f32, or for magnitudes below
+//   8 a subnormal one) times 2^120, which turns bias 127 into 7; the NaN code by the shared decoder;
+// - MXFP4: 1 / dec(code) = 2^(127 - code) exactly, a normal f32 for code <= 253 and 2^-127 for 254
+//   (code 255, NaN, needs a NaN amax, handled first).
 template <int kBlock>
 __device__ __forceinline__ math::BlockScale block_scale(uint32_t amax, float gs) {
-  return kBlock == 16 ? math::nvfp4_block_scale(amax, gs) : math::mxfp4_block_scale(amax);
+  math::BlockScale s;
+  if (amax >= math::kF32InfBits) {
+    s.code = kBlock == 16 ? math::f8e4m3fn::kNan : math::kE8m0Nan;
+    s.r = 0.0f;
+    return s;
+  }
+  if (kBlock == 16) {
+    s.code = encode1<DType::k_f8e4m3fn>(math::div_rn(math::mul_rn(gs, math::float_of(amax)), 6.0f));
+    const uint32_t mag = s.code & math::f8e4m3fn::kMagMask;
+    const float d = mag == 0x7Fu ? math::f8e4m3fn::decode(s.code)
+                                 : math::mul_rn(math::float_of(((s.code & 0x80u) << 24) | (mag << 20)), 0x1p120f);
+    s.r = mag == 0 ? 0.0f : math::div_rn(gs, d);
+  } else {
+    s.code = math::encode_e8m0_up(math::div_rn(math::float_of(amax), 6.0f));
+    s.r = s.code == 0 && amax == 0 ? 0.0f : math::float_of(s.code >= 254u ? 0x00400000u : (254u - s.code) << 23);
+  }
+  return s;
 }
 
 // Up to 512 threads a block; the 4-step kernels at most kFp4Regs4 registers a thread (three
@@ -96,8 +120,9 @@ __global__ void FN_KERNEL_BOUNDS(kMaxBlockThreads / 2, kSteps <= 4 ? kFp4Regs4 :
   const int t = threadIdx.x % T, rib = threadIdx.x / T;
   constexpr int32_t B = kBlock;
   const int32_t h = int32_t(c.h);
-  const int lanes = (B < P ? B : P) / kFp4Vec;  // threads of a block within a step
-  const int spb = B > P ? B / P : 1;            // steps of a block
+  // Threads of a block within a step, and steps of a block (the fast kernel's P >= B).
+  const int lanes = kFast ? B / kFp4Vec : (B < P ? B : P) / kFp4Vec;
+  const int spb = kFast ? 1 : B > P ? B / P : 1;
   const int64_t rows = c.lead.rows;
   const int64_t all_rows = c.swizzled ? c.swizzle_rows : rows;
   const int64_t blocks = c.h / c.block;
@@ -123,9 +148,19 @@ __global__ void FN_KERNEL_BOUNDS(kMaxBlockThreads / 2, kSteps <= 4 ? kFp4Regs4 :
     }
     const int64_t row = first + rib;
     const bool real = rib < R && row < rows;
-    // The block's next row into L2 while this one is computed (the grid is persistent).
+    // t and threadIdx.x laundered once a row: the offsets derived from them are computed inside
+    // the row loop instead of being hoisted and kept across it (they spilled).
+    int tl = t, xl = int(threadIdx.x);
+    gpu_launder(tl);
+    gpu_launder(xl);
+    // The block's next row into L2 while this one is computed (the grid is persistent); on sm_90
+    // one bulk prefetch by the row's thread 0 (gpu_prefetch_l2_range), the other warps skip it.
     const int64_t next = row + int64_t(gridDim.x) * R;
+#if FN_CUDA_ARCH >= 900
+    if (next < rows && t == 0) {
+#else
     if (next < rows) {
+#endif
       gpu_prefetch_l2_range(row_at<kFast>(c.lead, c.in, next), uint32_t(h) * In::kBytes, t, T);
       if (c.res.data != nullptr) gpu_prefetch_l2_range(row_at<kFast>(c.lead, c.res, next), uint32_t(h) * In::kBytes, t, T);
     }
@@ -137,7 +172,7 @@ __global__ void FN_KERNEL_BOUNDS(kMaxBlockThreads / 2, kSteps <= 4 ? kFp4Regs4 :
     char* res_row = real && c.res.data != nullptr ? row_at<kFast>(c.lead, c.res, row) : nullptr;
 #pragma unroll
     for (int s = 0; s < kFp4MaxSteps; ++s) {
-      const int32_t e = s * P + kFp4Vec * t;
+      const int32_t e = s * P + kFp4Vec * tl;
 #pragma unroll
       for (int w = 0; w < kW; ++w) raw[s][w] = 0;
       if (s < S && (kFast || e < h) && real) {
@@ -166,8 +201,9 @@ __global__ void FN_KERNEL_BOUNDS(kMaxBlockThreads / 2, kSteps <= 4 ? kFp4Regs4 :
 #pragma unroll
         for (int j = 0; j < kFp4Vec; ++j)
           if (s < S) {
+            // Step 0: 0 + x² is x² (x² is +0, positive or NaN), so no addition.
             const float x = In::get(raw[s], j);
-            part[j] = math::add_rn(part[j], math::mul_rn(x, x));
+            part[j] = s == 0 ? math::mul_rn(x, x) : math::add_rn(part[j], math::mul_rn(x, x));
           }
 #pragma unroll
       for (int n = kFp4Vec; n > 1; n /= 2)
@@ -179,14 +215,14 @@ __global__ void FN_KERNEL_BOUNDS(kMaxBlockThreads / 2, kSteps <= 4 ? kFp4Regs4 :
     }
     // y of step s: (x × inv) × g, g = w + offset read per row (it stays in L1 / L2); quant-only x.
     const auto y_of = [&](int s, float y[kFp4Vec]) {
-      const int32_t e = s * P + kFp4Vec * t;
+      const int32_t e = s * P + kFp4Vec * tl;
 #pragma unroll
       for (int j = 0; j < kFp4Vec; ++j) y[j] = In::get(raw[s], j);
       if (norm && s < S && (kFast || e < h)) {
         float g[kFp4Vec];
         if (kFast) {
-          const float4 lo = fp4_gamma_tab[(2 * s) * blockDim.x + threadIdx.x];
-          const float4 hi = fp4_gamma_tab[(2 * s + 1) * blockDim.x + threadIdx.x];
+          const float4 lo = fp4_gamma_tab[(2 * s) * blockDim.x + xl];
+          const float4 hi = fp4_gamma_tab[(2 * s + 1) * blockDim.x + xl];
           g[0] = lo.x; g[1] = lo.y; g[2] = lo.z; g[3] = lo.w;
           g[4] = hi.x; g[5] = hi.y; g[6] = hi.z; g[7] = hi.w;
         } else {
@@ -197,19 +233,11 @@ __global__ void FN_KERNEL_BOUNDS(kMaxBlockThreads / 2, kSteps <= 4 ? kFp4Regs4 :
       }
     };
 
-    // 2. the blocks' |y| maxima (lanes of a step, then steps of a block), scales, codes. y is
-    // kept from the maxima to the codes in the 4-step kernels, computed again in the 8-step ones
-    // (whose 64 values would spill).
-    constexpr bool kKeepY = kSteps <= 4;
+    // 2. the blocks' |y| maxima (lanes of a step, then steps of a block), scales, codes.
     char* out_row = real ? row_at<kFast>(c.lead, c.out, row) : nullptr;
-    uint32_t am[kFp4MaxSteps];
-    float ys[kKeepY ? kFp4MaxSteps : 1][kFp4Vec];
-#pragma unroll
-    for (int s = 0; s < kFp4MaxSteps; ++s) {
+    // |y| max of this thread's 8 values of a step, then over the `lanes` threads of its block.
+    const auto step_amax = [&](const float y[kFp4Vec]) {
       uint32_t m = 0;
-      float y_now[kFp4Vec];
-      float* y = kKeepY ? ys[s] : y_now;
-      y_of(s, y);
 #if FN_CUDA_ARCH > 0
       if (kFast) {
         // max.NaN of |y|: for non-NaN values the float maximum of non-negative floats, whose bits
@@ -234,64 +262,110 @@ __global__ void FN_KERNEL_BOUNDS(kMaxBlockThreads / 2, kSteps <= 4 ? kFp4Regs4 :
           const uint32_t o = FN_SHFL_XOR(m, k, kWarp);
           m = o > m ? o : m;
         }
-      am[s] = m;
-    }
-    // Blocks of spb = 2 or 4 steps: a butterfly over aligned groups of steps.
-#pragma unroll
-    for (int m = 1; m < kFp4MaxSteps; m *= 2)
-      if (m < spb) {
-        uint32_t o[kFp4MaxSteps];
-#pragma unroll
-        for (int s = 0; s < kFp4MaxSteps; ++s) o[s] = am[s ^ m];
-#pragma unroll
-        for (int s = 0; s < kFp4MaxSteps; ++s) am[s] = o[s] > am[s] ? o[s] : am[s];
-      }
-    // The multiplier of each step's block. A block of kLanes threads (rows of at least a block
-    // a step): thread t computes the scales of the steps s = t (mod kLanes) and stores them; the
-    // others take r by a shuffle (a kLanes-th of the scale work a thread). Shorter rows: every
-    // thread computes its blocks' scales.
-    float r[kFp4MaxSteps];
-    constexpr int kLanes = kBlock / kFp4Vec, kPer = (kFp4MaxSteps + kLanes - 1) / kLanes;
-    if (kFast || P >= kBlock) {
-      const int my = t % kLanes, lane = int(threadIdx.x % kWarp);
-      float mine[kPer];
-#pragma unroll
-      for (int k = 0; k < kPer; ++k) {
-        uint32_t a = 0;
-#pragma unroll
-        for (int s = 0; s < kFp4MaxSteps; ++s) a = s == k * kLanes + my ? am[s] : a;
-        const math::BlockScale bs = block_scale<kBlock>(a, gs);
-        mine[k] = bs.r;
-        const int s_own = k * kLanes + my;
-        const int32_t e0 = s_own * P + kFp4Vec * (t - my);
-        if (s_own < S && (kFast || e0 < h) && real)
-          *fp4_scale_ptr(c.lead, c.scales, c.swizzled, c.swizzle_tiles, row, e0 / B) = char(bs.code);
-      }
-#pragma unroll
-      for (int s = 0; s < kFp4MaxSteps; ++s) r[s] = FN_SHFL(mine[s / kLanes], lane - my + s % kLanes, kWarp);
-    } else {
-#pragma unroll
-      for (int s = 0; s < kFp4MaxSteps; ++s) {
-        const int32_t e = s * P + kFp4Vec * t;
-        const math::BlockScale bs = block_scale<kBlock>(am[s], gs);
-        r[s] = bs.r;
-        if (s < S && e < h && real && t % lanes == 0 && s % spb == 0)
-          *fp4_scale_ptr(c.lead, c.scales, c.swizzled, c.swizzle_tiles, row, e / B) = char(bs.code);
-      }
-    }
-#pragma unroll
-    for (int s = 0; s < kFp4MaxSteps; ++s) {
-      const int32_t e = s * P + kFp4Vec * t;
-      if (!(s < S && (kFast || e < h) && real)) continue;
-      float y_now[kFp4Vec];
-      if (!kKeepY) y_of(s, y_now);
-      const uint32_t w = pack_fp4<kFp4Vec>(kKeepY ? ys[s] : y_now, r[s], am[s] < math::kF32InfBits && fabsf(r[s]) < INFINITY);
+      return m;
+    };
+    // The codes of step s from its y and multiplier, stored.
+    const auto store_codes = [&](int s, const float y[kFp4Vec], float r, uint32_t amax) {
+      const int32_t e = s * P + kFp4Vec * tl;
+      const uint32_t w = pack_fp4<kFp4Vec>(y, r, amax < math::kF32InfBits && fabsf(r) < INFINITY);
       char* p = out_row + e / 2;
       if (kFast || acc.out == kVectors) {
         FN_STORE_GLOBAL(reinterpret_cast<uint32_t*>(p), w);
       } else {
 #pragma unroll
         for (int b = 0; b < kFp4Vec / 2; ++b) p[b] = char(w >> (8 * b));
+      }
+    };
+    constexpr int kLanes = kBlock / kFp4Vec;
+    if constexpr (kFast) {
+      // Two steps at a time (a block lies in one step: kLanes threads): y of both, their blocks'
+      // maxima, one scale a thread (a block's lanes 0 and 1 take the pair's first and second
+      // step; MXFP4's lanes 2 and 3 repeat them), r to the block's lanes by a shuffle, codes. A
+      // pair's y only are live at a time.
+      const int my = t % kLanes, lane = int(threadIdx.x % kWarp), mine = my & 1;
+#pragma unroll
+      for (int s0 = 0; s0 < kFp4MaxSteps; s0 += 2) {
+        if (s0 >= S) break;
+        float y[2][kFp4Vec];
+        uint32_t am[2];
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+          y_of(s0 + k, y[k]);  // past S: raw is 0
+          am[k] = step_amax(y[k]);
+        }
+        const math::BlockScale bs = block_scale<kBlock>(mine ? am[1] : am[0], gs);
+        const int s_own = s0 + mine;
+        if (my < 2 && s_own < S && real)
+          *fp4_scale_ptr(c.lead, c.scales, c.swizzled, c.swizzle_tiles, row, (s_own * P + kFp4Vec * (tl - my)) / B) =
+              char(bs.code);
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+          const float r = FN_SHFL(bs.r, lane - my + k, kWarp);
+          if (s0 + k < S && real) store_codes(s0 + k, y[k], r, am[k]);
+        }
+      }
+    } else {
+      // y is kept from the maxima to the codes in the 4-step kernels, computed again in the
+      // 8-step ones (whose 64 values would spill).
+      constexpr bool kKeepY = kSteps <= 4;
+      uint32_t am[kFp4MaxSteps];
+      float ys[kKeepY ? kFp4MaxSteps : 1][kFp4Vec];
+#pragma unroll
+      for (int s = 0; s < kFp4MaxSteps; ++s) {
+        float y_now[kFp4Vec];
+        float* y = kKeepY ? ys[s] : y_now;
+        y_of(s, y);
+        am[s] = step_amax(y);
+      }
+      // Blocks of spb = 2 or 4 steps: a butterfly over aligned groups of steps.
+#pragma unroll
+      for (int m = 1; m < kFp4MaxSteps; m *= 2)
+        if (m < spb) {
+          uint32_t o[kFp4MaxSteps];
+#pragma unroll
+          for (int s = 0; s < kFp4MaxSteps; ++s) o[s] = am[s ^ m];
+#pragma unroll
+          for (int s = 0; s < kFp4MaxSteps; ++s) am[s] = o[s] > am[s] ? o[s] : am[s];
+        }
+      // The multiplier of each step's block. A block of kLanes threads (rows of at least a block
+      // a step): thread t computes the scales of the steps s = t (mod kLanes) and stores them;
+      // the others take r by a shuffle (a kLanes-th of the scale work a thread). Shorter rows:
+      // every thread computes its blocks' scales.
+      float r[kFp4MaxSteps];
+      constexpr int kPer = (kFp4MaxSteps + kLanes - 1) / kLanes;
+      if (P >= kBlock) {
+        const int my = t % kLanes, lane = int(threadIdx.x % kWarp);
+        float mine[kPer];
+#pragma unroll
+        for (int k = 0; k < kPer; ++k) {
+          uint32_t a = 0;
+#pragma unroll
+          for (int s = 0; s < kFp4MaxSteps; ++s) a = s == k * kLanes + my ? am[s] : a;
+          const math::BlockScale bs = block_scale<kBlock>(a, gs);
+          mine[k] = bs.r;
+          const int s_own = k * kLanes + my;
+          const int32_t e0 = s_own * P + kFp4Vec * (t - my);
+          if (s_own < S && e0 < h && real)
+            *fp4_scale_ptr(c.lead, c.scales, c.swizzled, c.swizzle_tiles, row, e0 / B) = char(bs.code);
+        }
+#pragma unroll
+        for (int s = 0; s < kFp4MaxSteps; ++s) r[s] = FN_SHFL(mine[s / kLanes], lane - my + s % kLanes, kWarp);
+      } else {
+#pragma unroll
+        for (int s = 0; s < kFp4MaxSteps; ++s) {
+          const int32_t e = s * P + kFp4Vec * tl;
+          const math::BlockScale bs = block_scale<kBlock>(am[s], gs);
+          r[s] = bs.r;
+          if (s < S && e < h && real && t % lanes == 0 && s % spb == 0)
+            *fp4_scale_ptr(c.lead, c.scales, c.swizzled, c.swizzle_tiles, row, e / B) = char(bs.code);
+        }
+      }
+#pragma unroll
+      for (int s = 0; s < kFp4MaxSteps; ++s) {
+        if (!(s < S && s * P + kFp4Vec * tl < h && real)) continue;
+        float y_now[kFp4Vec];
+        if (!kKeepY) y_of(s, y_now);
+        store_codes(s, kKeepY ? ys[s] : y_now, r[s], am[s]);
       }
     }
     // A swizzled layout's padding: blocks past H/block of a real row, every block of a padding row.
