@@ -297,7 +297,7 @@ __global__ void FN_KERNEL_BOUNDS(kMaxBlockThreads / 2, kSteps <= 4 ? kFp4Regs4 :
       const int my = t % kLanes, lane = int(threadIdx.x % kWarp), mine = my & 1;
 #pragma unroll
       for (int s0 = 0; s0 < kFp4MaxSteps; s0 += 2) {
-        if (s0 >= S) break;
+        if (s0 >= S) continue;  // uniform; past S no step of the pair exists
         float y[2][kFp4Vec];
         uint32_t am[2];
 #pragma unroll
