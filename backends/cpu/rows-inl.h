@@ -167,6 +167,33 @@ HWY_NOINLINE float SumSquares(const char* in, char* res, int64_t h, float* part)
       hn::Store(PairSums(PairSums(l1a, l1b), PairSums(l1c, l1d)), df, part + c / kK);
     }
     count = p_count / kK;
+#if HWY_TARGET != HWY_SCALAR
+  } else if (p_count <= 4 * n) {
+    // One, two or four vectors of partials (short rows, heads of qk_rmsnorm): the steps and the
+    // whole tree in registers. PairSums(a, b) is the tree's next level of a then b; PairSums(a, a)
+    // the next level of a alone in its low half, so log2(Lanes) of them leave the root in lane 0.
+    VF a0 = hn::Zero(df), a1 = a0, a2 = a0, a3 = a0;
+    const auto sq = [&](int64_t i) {  // x[i..]^2, +0 past h (adding +0 leaves a partial unchanged)
+      if (i >= h) return hn::Zero(df);
+      const VF v = i + n <= h ? LoadX<InT, kRes>(in, res, i) : LoadXUpTo<InT, kRes>(in, res, i, h);
+      return hn::Mul(v, v);
+    };
+    for (int64_t base = 0; base < h; base += p_count) {
+      a0 = hn::Add(a0, sq(base));
+      if (p_count >= 2 * n) a1 = hn::Add(a1, sq(base + n));
+      if (p_count >= 4 * n) {
+        a2 = hn::Add(a2, sq(base + 2 * n));
+        a3 = hn::Add(a3, sq(base + 3 * n));
+      }
+    }
+    if (p_count >= 4 * n) {
+      a0 = PairSums(a0, a1);
+      a1 = PairSums(a2, a3);
+    }
+    if (p_count >= 2 * n) a0 = PairSums(a0, a1);
+    for (int64_t lanes = n; lanes > 1; lanes /= 2) a0 = PairSums(a0, a0);
+    return hn::GetLane(a0);
+#endif
   } else {
     for (int64_t p = 0; p < p_count; p += n) hn::Store(hn::Zero(df), df, part + p);
     for (int64_t base = 0; base < h; base += p_count) {
