@@ -67,35 +67,50 @@ HWY_INLINE VU PairMax(VU lo, VU hi) {
 }
 
 // y = (x × inv) × g over the row into y, and amax[b] = max of bits(|y|) over block b. Vectors lie
-// inside blocks (block >= Lanes): per block, the lane-wise max of its vectors goes to vm (one
-// vector a block, padded with zero vectors to a multiple of Lanes blocks), then a tree of PairMax
-// reduces every block's lanes at once (Lanes blocks a vector). Integer maxima: order-free.
+// inside blocks (block >= Lanes). Lanes blocks at a time: each block's lane-wise max of its
+// vectors is a leaf of a PairMax tree (depth first, so at most log2(Lanes) + 1 vectors are live,
+// all in registers) whose root holds the Lanes blocks' maxima in block order; blocks past the row
+// are zero leaves. Integer maxima: order-free.
+template <int kN, class Leaf>
+HWY_INLINE VU BlockMaxTree(const Leaf& leaf, int64_t first) {
+  if constexpr (kN == 1) {
+    return leaf(first);
+  } else {
+    const VU lo = BlockMaxTree<kN / 2>(leaf, first);
+    return PairMax(lo, BlockMaxTree<kN / 2>(leaf, first + kN / 2));
+  }
+}
+
 template <class InT>
 HWY_NOINLINE void YBlockMax(const char* x, const float* g, VF inv, float* y, int64_t h, int64_t block, uint32_t* amax,
-                            uint32_t* vm, const NextRow& next) {
+                            const NextRow& next) {
   const DF df;
   const DU du;
   const DI di;
+  constexpr int kL = int(HWY_LANES(float));
   const int64_t n = int64_t(hn::Lanes(df));
-  const int64_t blocks = h / block, padded = (blocks + n - 1) / n * n;
+  const int64_t blocks = h / block;
   const VI abs_mask = hn::Set(di, int32_t(math::kF32AbsMask));
-  for (int64_t b = 0; b < blocks; ++b) {
+  const auto leaf = [&](int64_t b) {
     VI m = hn::Zero(di);
-    next.First(b * block, (b + 1) * block);
+    if (b >= blocks) return hn::BitCast(du, m);
     for (int64_t i = b * block; i < (b + 1) * block; i += n) {
       const VF v = hn::Mul(hn::Mul(InT::Load(x, i), inv), hn::LoadU(df, g + i));
       hn::StoreU(v, df, y + i);
       m = hn::Max(m, hn::And(hn::BitCast(di, v), abs_mask));
     }
-    hn::Store(hn::BitCast(du, m), du, vm + b * n);
+    return hn::BitCast(du, m);
+  };
+  HWY_ALIGN uint32_t root[kL];
+  for (int64_t b = 0; b < blocks; b += n) {
+    next.First(b * block, std::min(b + n, blocks) * block);
+    if (n == kL) {
+      hn::Store(BlockMaxTree<kL>(leaf, b), du, root);
+    } else {  // a scalable target's fewer lanes: each block's lanes reduced on their own
+      for (int64_t k = 0; k < n; ++k) root[k] = hn::GetLane(hn::MaxOfLanes(du, leaf(b + k)));
+    }
+    for (int64_t k = 0; k < n && b + k < blocks; ++k) amax[b + k] = root[k];
   }
-  for (int64_t b = blocks; b < padded; ++b) hn::Store(hn::Zero(du), du, vm + b * n);
-  // Lanes per block n -> 1: each level halves the lanes of every block, in block order.
-  int64_t vectors = padded;
-  for (int64_t lanes = n; lanes > 1; lanes /= 2, vectors /= 2)
-    for (int64_t k = 0; k < vectors; k += 2)
-      hn::Store(PairMax(hn::Load(du, vm + k * n), hn::Load(du, vm + (k + 1) * n)), du, vm + (k / 2) * n);
-  for (int64_t b = 0; b < blocks; ++b) amax[b] = vm[b];
 }
 
 // The block scales of a row, Lanes blocks at a time: the shared math's formulas
@@ -162,7 +177,6 @@ void RmsnormFp4RowsT(const RmsnormFp4Call& c, int64_t row_begin, int64_t row_end
   uint32_t* amax = reinterpret_cast<uint32_t*>(Scratch(3, size_t(blocks_pad)));
   float* rcp = Scratch(4, size_t(blocks_pad));
   uint32_t* codes = reinterpret_cast<uint32_t*>(Scratch(5, size_t(blocks_pad)));
-  uint32_t* vm = reinterpret_cast<uint32_t*>(Scratch(6, size_t(blocks_pad * n)));
   const float h_f = math::length_f32(h);
   const float gs = global_scale_value(c.global_scale);
   const bool nv = c.format == FUSEDNORM_FP4_NVFP4;
@@ -172,7 +186,7 @@ void RmsnormFp4RowsT(const RmsnormFp4Call& c, int64_t row_begin, int64_t row_end
     NextRow next;
     float inv_s = 1.0f;
     const char* x = StartRow<InT>(c, r, h_f, part, &next, &inv_s);
-    if (c.block >= n) YBlockMax<InT>(x, g, hn::Set(df, inv_s), y, h, c.block, amax, vm, next);
+    if (c.block >= n) YBlockMax<InT>(x, g, hn::Set(df, inv_s), y, h, c.block, amax, next);
     else YAbsMaxUnits<InT>(x, g, hn::Set(df, inv_s), y, h, c.block, amax, next);
     BlockScales(amax, blocks, nv, gs, dec_table, codes, rcp);
     char* srow = c.swizzled ? c.scales.data : row_ptr(c.lead, c.scales, r);
