@@ -43,10 +43,11 @@ HWY_NOINLINE void EncodeFp4Row(const float* y, const float* r, int64_t h, int64_
   const DF df;
   const int64_t n = int64_t(hn::Lanes(df));
   int64_t i = 0;
-  if (block >= n) {  // a vector lies in one block (both are powers of two)
+  if (block >= n) {  // a vector lies in one block (both are powers of two: a shift, not a division)
+    const int shift = __builtin_ctzll(uint64_t(block));
     for (; i + 2 * n <= h; i += 2 * n) {
-      const VF v0 = hn::Mul(hn::LoadU(df, y + i), hn::Set(df, r[i / block]));
-      const VF v1 = hn::Mul(hn::LoadU(df, y + i + n), hn::Set(df, r[(i + n) / block]));
+      const VF v0 = hn::Mul(hn::LoadU(df, y + i), hn::Set(df, r[i >> shift]));
+      const VF v1 = hn::Mul(hn::LoadU(df, y + i + n), hn::Set(df, r[(i + n) >> shift]));
       StorePackedFp4(EncodeMini<math::f4e2m1, false>(v0), EncodeMini<math::f4e2m1, false>(v1), out + i / 2);
     }
   }
