@@ -192,7 +192,15 @@ void RmsnormFp4RowsT(const RmsnormFp4Call& c, int64_t row_begin, int64_t row_end
     BlockScales(amax, blocks, nv, gs, dec_table, codes, rcp);
     char* srow = c.swizzled ? c.scales.data : row_ptr(c.lead, c.scales, r);
     if (c.swizzled) {
-      for (int64_t b = 0; b < blocks; ++b) srow[math::fp4_swizzled_offset(r, b, c.swizzle_tiles)] = char(codes[b]);
+      // Blocks 4k .. 4k+3 of a row are 4 adjacent bytes of the 128x4 tile layout, tile k at
+      // offset(r, 0) + 512 k (math::fp4_swizzled_offset): one 4-byte store a tile.
+      char* s0 = srow + math::fp4_swizzled_offset(r, 0, c.swizzle_tiles);
+      int64_t b = 0;
+      for (; b + 4 <= blocks; b += 4) {
+        const uint32_t w = codes[b] | (codes[b + 1] << 8) | (codes[b + 2] << 16) | (codes[b + 3] << 24);
+        memcpy(s0 + (b >> 2) * 512, &w, 4);  // little-endian hosts only (as the packed scales)
+      }
+      for (; b < blocks; ++b) s0[(b >> 2) * 512 + (b & 3)] = char(codes[b]);
     } else {
       for (int64_t b = 0; b < blocks; ++b) srow[b] = char(codes[b]);
     }
