@@ -102,15 +102,14 @@ HWY_NOINLINE void YBlockMax(const char* x, const float* g, VF inv, float* y, int
     }
     return hn::BitCast(du, m);
   };
-  HWY_ALIGN uint32_t root[kL];
+  // amax has room for a whole number of vectors (the caller pads it): the root goes there as is.
   for (int64_t b = 0; b < blocks; b += n) {
     next.First(b * block, std::min(b + n, blocks) * block);
     if (n == kL) {
-      hn::Store(BlockMaxTree<kL>(leaf, b), du, root);
+      hn::StoreU(BlockMaxTree<kL>(leaf, b), du, amax + b);
     } else {  // a scalable target's fewer lanes: each block's lanes reduced on their own
-      for (int64_t k = 0; k < n; ++k) root[k] = hn::GetLane(hn::MaxOfLanes(du, leaf(b + k)));
+      for (int64_t k = 0; k < n; ++k) amax[b + k] = hn::GetLane(hn::MaxOfLanes(du, leaf(b + k)));
     }
-    for (int64_t k = 0; k < n && b + k < blocks; ++k) amax[b + k] = root[k];
   }
 }
 
