@@ -93,8 +93,9 @@ struct SoftFormat<DType::kI8> {
 //   |x| > 232 (above the midpoint of 224 and 240; 232 itself ties to the even 0x7E) encodes to
 //   it; fn writes 0x7E (448) there, one below: add 1 to the byte;
 // - NaN: fn writes 0x7F, fnuz wants 0x80: add 1 to the byte, too.
-// So: + 1 where !(|x| <= 232), an unordered comparison that is true for NaN and |x| > 232; the
-// byte never carries (0x7E, 0xFE and 0x7F are the only bytes incremented).
+// So: + 1 where !(|2x| <= 464), an unordered comparison that is true for NaN and |x| > 232; the
+// byte never carries (0x7E, 0xFE and 0x7F are the only bytes incremented). The fixes see only
+// 2x, so a kernel may hand the encoders 2x directly (Prescale below).
 // verify_encoders (plugin.cuh) proves encode2 and encode4 equal to the shared math over all 2^32
 // inputs on the device at hand (tests/gpu runs it).
 template <DType kOut>
@@ -109,9 +110,52 @@ __device__ __forceinline__ uint32_t fnuz_clear_neg_zero(uint32_t w) {
   const uint32_t zero_bytes = ~(((z & 0x7F7F7F7Fu) + 0x7F7F7F7Fu) | z) & 0x80808080u;
   return w ^ zero_bytes;
 }
-// 1 where the fnuz code is one above the fn code of 2x (see above).
-__device__ __forceinline__ uint32_t fnuz_bump(float x) { return fabsf(x) <= 232.0f ? 0u : 1u; }
 
+// Prescaled encoding. Kernels that quantize as enc(y * r) multiply by r * kFactor instead (where
+// prescale_rcp allows it) and call encode2_pre / encode4_pre, which expect their values
+// multiplied by kFactor: 2 for f8e4m3fnuz on sm_89+ (the doubling above then costs nothing), 1
+// elsewhere (the plain encoders). Why rn(y * 2r) may stand for 2 rn(y * r): docs/numerics.md §3c.
+template <DType kOut>
+struct Prescale {
+#if FN_CUDA_ARCH >= 890
+  static constexpr float kFactor = kOut == DType::k_f8e4m3fnuz ? 2.0f : 1.0f;
+#else
+  static constexpr float kFactor = 1.0f;
+#endif
+};
+// *rp = r * kFactor; false where that is not exact: 2r overflows for a finite r >= 2^127 (an f32
+// subnormal scale), and the caller then multiplies by r and uses encode2 / encode4.
+template <DType kOut>
+__device__ __forceinline__ bool prescale_rcp(float r, float* rp) {
+  if (Prescale<kOut>::kFactor == 1.0f) {
+    *rp = r;
+    return true;
+  }
+  *rp = math::mul_rn(r, Prescale<kOut>::kFactor);
+  return !(fabsf(*rp) == INFINITY && fabsf(r) < INFINITY);
+}
+// The fnuz fix of a code pair or quad from the doubled values: + 1 in the bytes of values with
+// !(|v2| <= 464) (|x| > 232, and NaN). A byte is bumped where its value is large or NaN.
+__device__ __forceinline__ uint32_t fnuz_bump2(float a2, float b2) {
+  return (fabsf(a2) <= 464.0f ? 0u : 1u) | (fabsf(b2) <= 464.0f ? 0u : 0x100u);
+}
+
+// + 1 in byte k of w where !(|v2| <= 464): a compare and a predicated add (PTX, so that the
+// compiler does not build the increment in another register and select it).
+template <int k>
+__device__ __forceinline__ void fnuz_bump_byte(uint32_t& w, float v2) {
+#if FN_CUDA_ARCH > 0
+  asm("{\n\t.reg .pred p;\n\tsetp.gtu.f32 p, %1, 0f43E80000;\n\t@p add.u32 %0, %0, %2;\n\t}"
+      : "+r"(w)
+      : "f"(fabsf(v2)), "n"(1u << (8 * k)));
+#else
+  if (!(fabsf(v2) <= 464.0f)) w += 1u << (8 * k);
+#endif
+}
+
+// Two codes, `a` in the low byte, from values multiplied by Prescale<kOut>::kFactor.
+template <DType kOut>
+__device__ __forceinline__ uint32_t encode2_pre(float a, float b);
 // Two codes, `a` in the low byte.
 template <DType kOut>
 __device__ __forceinline__ uint32_t encode2(float a, float b) {
@@ -122,11 +166,7 @@ __device__ __forceinline__ uint32_t encode2(float a, float b) {
     else FN_CVT_E5M2X2(w, a, b);
     return w;
   }
-  if (kOut == DType::k_f8e4m3fnuz) {
-    uint16_t w;
-    FN_CVT_E4M3X2(w, math::mul_rn(a, 2.0f), math::mul_rn(b, 2.0f));
-    return fnuz_clear_neg_zero(w) + (fnuz_bump(a) | (fnuz_bump(b) << 8));
-  }
+  if (kOut == DType::k_f8e4m3fnuz) return encode2_pre<kOut>(math::mul_rn(a, 2.0f), math::mul_rn(b, 2.0f));
 #endif
 #if FN_CUDA_ARCH > 0  // CUDA device code: PTX available
   // int8: cvt.rni.sat rounds to nearest even, saturates to [-128, 127] and converts NaN to 0,
@@ -136,6 +176,17 @@ __device__ __forceinline__ uint32_t encode2(float a, float b) {
 #endif
   return soft_encode2<kOut>(a, b);
 }
+template <DType kOut>
+__device__ __forceinline__ uint32_t encode2_pre(float a, float b) {
+#if FN_CUDA_ARCH >= 890
+  if (kOut == DType::k_f8e4m3fnuz) {
+    uint16_t w;
+    FN_CVT_E4M3X2(w, a, b);
+    return fnuz_clear_neg_zero(w) + fnuz_bump2(a, b);
+  }
+#endif
+  return encode2<kOut>(a, b);
+}
 
 // One code (a pair's instruction with the second value unused).
 template <DType kOut>
@@ -143,19 +194,33 @@ __device__ __forceinline__ uint32_t encode1(float v) {
   return encode2<kOut>(v, 0.0f) & 0xFFu;
 }
 
-// Four codes, element i in byte i (fnuz: the fixes once for the word).
+// Four codes, element i in byte i, from values multiplied by Prescale<kOut>::kFactor (fnuz: the
+// fixes once for the word).
 template <DType kOut>
-__device__ __forceinline__ uint32_t encode4(const float v[4]) {
+__device__ __forceinline__ uint32_t encode4_pre(const float v[4]) {
 #if FN_CUDA_ARCH >= 890
   if (kOut == DType::k_f8e4m3fnuz) {
     uint16_t lo, hi;
-    FN_CVT_E4M3X2(lo, math::mul_rn(v[0], 2.0f), math::mul_rn(v[1], 2.0f));
-    FN_CVT_E4M3X2(hi, math::mul_rn(v[2], 2.0f), math::mul_rn(v[3], 2.0f));
-    const uint32_t bump = fnuz_bump(v[0]) | (fnuz_bump(v[1]) << 8) | (fnuz_bump(v[2]) << 16) | (fnuz_bump(v[3]) << 24);
-    return fnuz_clear_neg_zero(uint32_t(lo) | (uint32_t(hi) << 16)) + bump;
+    FN_CVT_E4M3X2(lo, v[0], v[1]);
+    FN_CVT_E4M3X2(hi, v[2], v[3]);
+    uint32_t w = fnuz_clear_neg_zero(uint32_t(lo) | (uint32_t(hi) << 16));
+    fnuz_bump_byte<0>(w, v[0]);
+    fnuz_bump_byte<1>(w, v[1]);
+    fnuz_bump_byte<2>(w, v[2]);
+    fnuz_bump_byte<3>(w, v[3]);
+    return w;
   }
 #endif
   return encode2<kOut>(v[0], v[1]) | (encode2<kOut>(v[2], v[3]) << 16);
+}
+// Four codes, element i in byte i.
+template <DType kOut>
+__device__ __forceinline__ uint32_t encode4(const float v[4]) {
+  if (Prescale<kOut>::kFactor == 1.0f) return encode4_pre<kOut>(v);
+  float p[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) p[k] = math::mul_rn(v[k], Prescale<kOut>::kFactor);
+  return encode4_pre<kOut>(p);
 }
 
 // Exhaustive check of the kernels' encoders against the shared math: every f32 bit pattern
@@ -168,13 +233,24 @@ __global__ void verify_encoder_kernel(uint64_t base, uint64_t n, unsigned long l
     float v[4];
 #pragma unroll
     for (int k = 0; k < 4; ++k) v[k] = math::float_of(uint32_t(base + i + k));
-    const uint32_t w = encode4<kOut>(v);
+    // The 4-wide form, the pair form (qk, mla and fp4 use it), and for formats with a prescale the
+    // prescaled form on every pattern as the product rn(y * r * kFactor) it is given: its codes
+    // are those of that value divided by kFactor (rn(v / 2): f32 subnormals round, but all of
+    // them and their halves encode to 0).
+    const uint32_t w4 = encode4<kOut>(v);
+    const uint32_t w2 = encode2<kOut>(v[0], v[1]) | (encode2<kOut>(v[2], v[3]) << 16);
+    const bool pre = Prescale<kOut>::kFactor != 1.0f;
+    const uint32_t wp = pre ? encode4_pre<kOut>(v) : w4;
 #pragma unroll
-    for (int k = 0; k < 4; ++k)
-      if (((w >> (8 * k)) & 0xFFu) != SoftFormat<kOut>::encode(v[k])) {
+    for (int k = 0; k < 4; ++k) {
+      const uint32_t want = SoftFormat<kOut>::encode(v[k]);
+      const uint32_t want_pre = pre ? SoftFormat<kOut>::encode(math::div_rn(v[k], Prescale<kOut>::kFactor)) : want;
+      if (((w4 >> (8 * k)) & 0xFFu) != want || ((w2 >> (8 * k)) & 0xFFu) != want ||
+          ((wp >> (8 * k)) & 0xFFu) != want_pre) {
         atomicAdd(bad, 1ull);
         atomicMin(first, uint32_t(base + i + k));
       }
+    }
   }
 }
 

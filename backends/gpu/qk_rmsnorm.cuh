@@ -93,12 +93,19 @@ __device__ __forceinline__ void qk_load_weights(const QkSide& s, const QkShape& 
   else load_vec<2, kQkVec>(s.weight, e0, G, sh.access_w, ww);
 }
 
+// The FP8 outputs' multiplier: r = 1 / the side's static scale; rp = r * Prescale<kOut>::kFactor
+// where `pre` (exact), else the encoders are given (y * r) * kFactor.
+struct QkRcp {
+  float r, rp;
+  bool pre;
+};
+
 // out[e0 .. e0+7] = rn((x * inv) * (w + offset)) of one vector of the group (FP8: its codes), from
 // its input words v and weight words ww.
 template <DType kIn, DType kOut>
 __device__ __forceinline__ void qk_apply_vec(const QkRmsnormCall& c, const QkSide& s, const QkShape& sh, int32_t e0,
-                                             int32_t G, const uint32_t* v, const uint32_t* ww, float inv, float rcp,
-                                             char* out) {
+                                             int32_t G, const uint32_t* v, const uint32_t* ww, float inv,
+                                             const QkRcp& rcp, char* out) {
   using In = InTraits<kIn>;
   using Out = QkOut<kIn, kOut>;
   float g[kQkVec];
@@ -107,13 +114,21 @@ __device__ __forceinline__ void qk_apply_vec(const QkRmsnormCall& c, const QkSid
   constexpr int kPer = 4 / Out::kBytes;  // codes a word
   uint32_t o[Vec<Out::kBytes, kQkVec>::kWords];
   if constexpr (kOut != kIn) {
+    // q = y * r times the encoders' prescale (encode.cuh Prescale), as in rmsnorm_quant's kernel;
+    // four codes a word.
+    float q[kQkVec];
 #pragma unroll
-    for (int e = 0; e < kQkVec; e += 2) {
-      const uint32_t codes = encode2<kOut>(math::mul_rn(math::norm_apply(In::get(v, e), inv, g[e]), rcp),
-                                           math::mul_rn(math::norm_apply(In::get(v, e + 1), inv, g[e + 1]), rcp));
-      if (e % kPer == 0) o[e / kPer] = codes;
-      else o[e / kPer] |= codes << 16;
+    for (int e = 0; e < kQkVec; ++e) q[e] = math::norm_apply(In::get(v, e), inv, g[e]);
+    if (__builtin_expect(rcp.pre, 1)) {
+#pragma unroll
+      for (int e = 0; e < kQkVec; ++e) q[e] = math::mul_rn(q[e], rcp.rp);
+    } else {
+#pragma unroll
+      for (int e = 0; e < kQkVec; ++e) q[e] = math::mul_rn(math::mul_rn(q[e], rcp.r), Prescale<kOut>::kFactor);
     }
+    static_assert(kPer == 4, "FP8 codes: four a word");
+#pragma unroll
+    for (int i = 0; i < kQkVec / 4; ++i) o[i] = encode4_pre<kOut>(q + 4 * i);
   } else {
     float y[kQkVec];
 #pragma unroll
@@ -123,11 +138,16 @@ __device__ __forceinline__ void qk_apply_vec(const QkRmsnormCall& c, const QkSid
   store_vec<Out::kBytes, kQkVec>(out, e0, G, sh.access_out, o);
 }
 
-// FP8 outputs: 1 / side j's static scale (1 for outputs of the input's type).
+// FP8 outputs: r = 1 / side j's static scale, and r times the encoders' prescale where exact
+// (`pre`; encode.cuh Prescale). Outputs of the input's type: 1.
 template <DType kIn, DType kOut>
-__device__ __forceinline__ float qk_out_rcp(const QkRmsnormCall& c, const QkLaunch& L, int j) {
-  if constexpr (kOut == kIn) return 1.0f;
-  else return math::div_rn(1.0f, math::float_of(load_elem<4>(c.out_scales, j, L.access_scales)));
+__device__ __forceinline__ QkRcp qk_out_rcp(const QkRmsnormCall& c, const QkLaunch& L, int j) {
+  QkRcp q{1.0f, 1.0f, true};
+  if constexpr (kOut != kIn) {
+    q.r = math::div_rn(1.0f, math::float_of(load_elem<4>(c.out_scales, j, L.access_scales)));
+    q.pre = prescale_rcp<kOut>(q.r, &q.rp);
+  }
+  return q;
 }
 
 // Registers a thread: apply and the fused form keep their group's vectors and weights of
@@ -228,7 +248,7 @@ __global__ void FN_KERNEL_BOUNDS(kQkMaxBlock, kKind != QkKind::kStats ? 128 : kI
     if (!active) continue;
 
     char* out = row_at<false>(c.lead, s.out, row) + head * G * kOutBytes;
-    const float rcp = qk_out_rcp<kIn, kOut>(c, L, j);
+    const QkRcp rcp = qk_out_rcp<kIn, kOut>(c, L, j);
 #pragma unroll
     for (int st = 0; st < kRegSteps; ++st)
       if (st < S && st * P + kQkVec * t < G) {

@@ -418,15 +418,25 @@ __global__ void FN_KERNEL_BOUNDS(kMaxBlockThreads, kVec >= 8 ? kMaxNReg8 : 64)
       if (!active || s >= S) return;
       float q[kVec];
       y_of(s, q);
+      // q = y * r times the encoders' prescale (encode.cuh Prescale): one multiply by r * kFactor
+      // where that is exact, else two (a finite r >= 2^127); a clamp bound scaled alike (exact:
+      // qclamp <= the format's largest value).
+      float rp;
+      if (prescale_rcp<kOut>(r, &rp)) {
 #pragma unroll
-      for (int j = 0; j < kVec; ++j) q[j] = math::mul_rn(q[j], r);
+        for (int j = 0; j < kVec; ++j) q[j] = math::mul_rn(q[j], rp);
+      } else {
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) q[j] = math::mul_rn(math::mul_rn(q[j], r), Prescale<kOut>::kFactor);
+      }
       if (kClamp == 1 || (kClamp == 2 && clamp)) {
+        const float qc = math::mul_rn(c.qclamp, Prescale<kOut>::kFactor);
 #pragma unroll
-        for (int j = 0; j < kVec; ++j) q[j] = math::clamp_sym(q[j], c.qclamp);
+        for (int j = 0; j < kVec; ++j) q[j] = math::clamp_sym(q[j], qc);
       }
       uint32_t codes[kVec / 4];
 #pragma unroll
-      for (int i = 0; i < kVec / 4; ++i) codes[i] = encode4<kOut>(q + 4 * i);
+      for (int i = 0; i < kVec / 4; ++i) codes[i] = encode4_pre<kOut>(q + 4 * i);
       store_vec<1, kVec, kFast>(out, elem0(s), h, acc.out, codes);
     };
 

@@ -151,6 +151,28 @@ TEST_CASE("gpu qk_rmsnorm: FP8 outputs (f8e4m3fn, f8e4m3fnuz) with static scales
         }
 }
 
+// Multipliers 1 / s of 2^127 (q: the encoders' prescale cannot be folded into it, encode.cuh
+// prescale_rcp) and just below (k: folded), with f32 weights below 600 * 2^-128 so that y * r
+// spans the codes, saturation included.
+TEST_CASE("gpu qk_rmsnorm: FP8 multipliers at and below 2^127", "[gpu][qk_rmsnorm]") {
+  if (!cuda_backend_available()) return;
+  std::mt19937_64 rng(127);
+  std::uniform_real_distribution<float> u(-600.0f, 600.0f);
+  for (DType out : {DType::k_f8e4m3fn, DType::k_f8e4m3fnuz}) {
+    QkSpec s = QkSpec::of({9}, 4096, 512, 0, DType::kBF16, DType::kF32);
+    s.out = out;
+    s.q_scale = 0x1p-127f;
+    s.k_scale = 0x1.8p-127f;
+    QkTensors t(s);
+    t.fill_random(rng);
+    t.fill_stats();
+    for (HostTensor* w : {t.qw.get(), t.kw.get()})
+      for (int64_t i = 0; i < w->cols(); ++i) w->set(0, i, i % 61 == 0 ? 0.0f : u(rng) * 0x1p-128f);
+    for (QkKind kind : kKinds)
+      if (kind != QkKind::kStats) check_gpu(t, kind);
+  }
+}
+
 TEST_CASE("gpu qk_rmsnorm: special values", "[gpu][qk_rmsnorm]") {
   if (!cuda_backend_available()) return;
   for (DType in : {DType::kF32, DType::kBF16, DType::kF16})

@@ -116,6 +116,35 @@ TEST_CASE("gpu rmsnorm_quant: special rows", "[gpu][rmsnorm_quant]") {
       }
 }
 
+// Multipliers r = 1 / s of 2^127 and above (an f32 subnormal scale), where the kernels cannot fold
+// the encoders' prescale into r (2r overflows; encode.cuh prescale_rcp) and multiply twice:
+// static scales 2^-127 (r = 2^127) and 1.5 * 2^-127 (r just below it: folded), and per-row
+// scales held at min_scale = 2^-127 (values up to 2^-125, so that amax / qmax stays below it),
+// on quant-only f32 rows, zeros of both signs among them; static codes up to 512 (saturation).
+TEST_CASE("gpu rmsnorm_quant: multipliers at and above 2^127", "[gpu][rmsnorm_quant]") {
+  if (!gpu_available()) return;
+  std::mt19937_64 rng(127);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (DType out : kOuts)
+    for (int variant = 0; variant < 3; ++variant) {
+      CaseSpec s;
+      s.in = s.w = DType::kF32;
+      s.out = out;
+      s.norm = false;
+      s.h = 4096;
+      s.lead = {6};
+      s.mode = variant < 2 ? FUSEDNORM_SCALE_STATIC : FUSEDNORM_SCALE_DYNAMIC_ROW;
+      s.static_scale = variant == 0 ? 0x1p-127f : 0x1.8p-127f;
+      s.min_scale = variant == 2 ? 0x1p-127f : 0.0f;
+      CaseTensors t(s);
+      for (int64_t r = 0; r < 6; ++r)
+        for (int64_t i = 0; i < s.h; ++i)
+          t.input->set(r, i, i % 97 == 0 ? (i % 2 ? -0.0f : 0.0f) : u(rng) * (variant < 2 ? 0x1p-118f : 0x1p-125f));
+      INFO("variant " << variant);
+      check_gpu_case(t, "large multipliers");
+    }
+}
+
 TEST_CASE("gpu rmsnorm_quant: the same rows give the same bytes at batch 1, 7, 128, 4096, 16384",
           "[gpu][rmsnorm_quant]") {
   if (!gpu_available()) return;
