@@ -105,11 +105,12 @@ __device__ __forceinline__ uint32_t soft_encode2(float a, float b) {
 
 // Bytes equal to 0x80 cleared in w, the others kept: z = w ^ 0x80.. has a zero byte exactly there,
 // and ((z & 0x7F..) + 0x7F..) | z has its top bit clear only in zero bytes (no carry leaves a byte).
-__device__ __forceinline__ uint32_t fnuz_clear_neg_zero(uint32_t w) {
-  const uint32_t z = w ^ 0x80808080u;
-  const uint32_t zero_bytes = ~(((z & 0x7F7F7F7Fu) + 0x7F7F7F7Fu) | z) & 0x80808080u;
+// (z & 0x7F..) is w's magnitudes, w & 0x7F.., which callers may pass in (t).
+__device__ __forceinline__ uint32_t fnuz_clear_neg_zero(uint32_t w, uint32_t t) {
+  const uint32_t zero_bytes = ~((t + 0x7F7F7F7Fu) | (w ^ 0x80808080u)) & 0x80808080u;
   return w ^ zero_bytes;
 }
+__device__ __forceinline__ uint32_t fnuz_clear_neg_zero(uint32_t w) { return fnuz_clear_neg_zero(w, w & 0x7F7F7F7Fu); }
 
 // Prescaled encoding. Kernels that quantize as enc(y * r) multiply by r * kFactor instead (where
 // prescale_rcp allows it) and call encode2_pre / encode4_pre, which expect their values
@@ -134,6 +135,31 @@ __device__ __forceinline__ bool prescale_rcp(float r, float* rp) {
   *rp = math::mul_rn(r, Prescale<kOut>::kFactor);
   return !(fabsf(*rp) == INFINITY && fabsf(r) < INFINITY);
 }
+// A multiplier r of enc(y * r) with its prescaled form, made once per scale unit (pre_mult), and
+// the multiply (apply_mult): q = rn(y * r * kFactor) where `pre` (exact), else
+// rn(rn(y * r) * kFactor).
+struct PreMult {
+  float r, rp;
+  bool pre;
+};
+template <DType kOut>
+__device__ __forceinline__ PreMult pre_mult(float r) {
+  PreMult m;
+  m.r = r;
+  m.pre = prescale_rcp<kOut>(r, &m.rp);
+  return m;
+}
+template <DType kOut, int kN>
+__device__ __forceinline__ void apply_mult(const PreMult& m, float q[kN]) {
+  if (__builtin_expect(m.pre, 1)) {
+#pragma unroll
+    for (int j = 0; j < kN; ++j) q[j] = math::mul_rn(q[j], m.rp);
+  } else {
+#pragma unroll
+    for (int j = 0; j < kN; ++j) q[j] = math::mul_rn(math::mul_rn(q[j], m.r), Prescale<kOut>::kFactor);
+  }
+}
+
 // The fnuz fix of a code pair or quad from the doubled values: + 1 in the bytes of values with
 // !(|v2| <= 464) (|x| > 232, and NaN). A byte is bumped where its value is large or NaN.
 __device__ __forceinline__ uint32_t fnuz_bump2(float a2, float b2) {
@@ -212,6 +238,42 @@ __device__ __forceinline__ uint32_t encode4_pre(const float v[4]) {
   }
 #endif
   return encode2<kOut>(v[0], v[1]) | (encode2<kOut>(v[2], v[3]) << 16);
+}
+
+// kN codes (a multiple of 4) into kN / 4 words, from values multiplied by
+// Prescale<kOut>::kFactor. kRareSat: the caller expects few values of |x| >= 216 (static and
+// per-row scales; not group scales, where every group's largest value maps to qmax = 240): fnuz
+// then skips the byte fixes of saturation and NaN unless a code's magnitude is 0x7E or 0x7F (the
+// only codes of the values that need one: |2x| > 464 converts to 0x7E, NaN to 0x7F), one test
+// for all kN codes.
+template <DType kOut, int kN, bool kRareSat>
+__device__ __forceinline__ void encode_pre(const float v[kN], uint32_t w[kN / 4]) {
+#if FN_CUDA_ARCH >= 890
+  if (kOut == DType::k_f8e4m3fnuz && kRareSat) {
+    uint32_t high = 0;  // top bit of a byte: its magnitude is 0x7E or 0x7F
+#pragma unroll
+    for (int i = 0; i < kN / 4; ++i) {
+      uint16_t lo, hi;
+      FN_CVT_E4M3X2(lo, v[4 * i], v[4 * i + 1]);
+      FN_CVT_E4M3X2(hi, v[4 * i + 2], v[4 * i + 3]);
+      const uint32_t c = uint32_t(lo) | (uint32_t(hi) << 16), t = c & 0x7F7F7F7Fu;
+      high |= t + 0x02020202u;
+      w[i] = fnuz_clear_neg_zero(c, t);
+    }
+    if (__builtin_expect((high & 0x80808080u) != 0, 0)) {
+#pragma unroll
+      for (int i = 0; i < kN / 4; ++i) {
+        fnuz_bump_byte<0>(w[i], v[4 * i]);
+        fnuz_bump_byte<1>(w[i], v[4 * i + 1]);
+        fnuz_bump_byte<2>(w[i], v[4 * i + 2]);
+        fnuz_bump_byte<3>(w[i], v[4 * i + 3]);
+      }
+    }
+    return;
+  }
+#endif
+#pragma unroll
+  for (int i = 0; i < kN / 4; ++i) w[i] = encode4_pre<kOut>(v + 4 * i);
 }
 // Four codes, element i in byte i.
 template <DType kOut>

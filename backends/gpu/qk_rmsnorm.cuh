@@ -93,19 +93,12 @@ __device__ __forceinline__ void qk_load_weights(const QkSide& s, const QkShape& 
   else load_vec<2, kQkVec>(s.weight, e0, G, sh.access_w, ww);
 }
 
-// The FP8 outputs' multiplier: r = 1 / the side's static scale; rp = r * Prescale<kOut>::kFactor
-// where `pre` (exact), else the encoders are given (y * r) * kFactor.
-struct QkRcp {
-  float r, rp;
-  bool pre;
-};
-
 // out[e0 .. e0+7] = rn((x * inv) * (w + offset)) of one vector of the group (FP8: its codes), from
 // its input words v and weight words ww.
 template <DType kIn, DType kOut>
 __device__ __forceinline__ void qk_apply_vec(const QkRmsnormCall& c, const QkSide& s, const QkShape& sh, int32_t e0,
                                              int32_t G, const uint32_t* v, const uint32_t* ww, float inv,
-                                             const QkRcp& rcp, char* out) {
+                                             const PreMult& rcp, char* out) {
   using In = InTraits<kIn>;
   using Out = QkOut<kIn, kOut>;
   float g[kQkVec];
@@ -119,16 +112,9 @@ __device__ __forceinline__ void qk_apply_vec(const QkRmsnormCall& c, const QkSid
     float q[kQkVec];
 #pragma unroll
     for (int e = 0; e < kQkVec; ++e) q[e] = math::norm_apply(In::get(v, e), inv, g[e]);
-    if (__builtin_expect(rcp.pre, 1)) {
-#pragma unroll
-      for (int e = 0; e < kQkVec; ++e) q[e] = math::mul_rn(q[e], rcp.rp);
-    } else {
-#pragma unroll
-      for (int e = 0; e < kQkVec; ++e) q[e] = math::mul_rn(math::mul_rn(q[e], rcp.r), Prescale<kOut>::kFactor);
-    }
+    apply_mult<kOut, kQkVec>(rcp, q);
     static_assert(kPer == 4, "FP8 codes: four a word");
-#pragma unroll
-    for (int i = 0; i < kQkVec / 4; ++i) o[i] = encode4_pre<kOut>(q + 4 * i);
+    encode_pre<kOut, kQkVec, true>(q, o);  // static scales: few saturate
   } else {
     float y[kQkVec];
 #pragma unroll
@@ -138,16 +124,12 @@ __device__ __forceinline__ void qk_apply_vec(const QkRmsnormCall& c, const QkSid
   store_vec<Out::kBytes, kQkVec>(out, e0, G, sh.access_out, o);
 }
 
-// FP8 outputs: r = 1 / side j's static scale, and r times the encoders' prescale where exact
-// (`pre`; encode.cuh Prescale). Outputs of the input's type: 1.
+// FP8 outputs: r = 1 / side j's static scale, with its prescaled form (encode.cuh pre_mult).
+// Outputs of the input's type: 1.
 template <DType kIn, DType kOut>
-__device__ __forceinline__ QkRcp qk_out_rcp(const QkRmsnormCall& c, const QkLaunch& L, int j) {
-  QkRcp q{1.0f, 1.0f, true};
-  if constexpr (kOut != kIn) {
-    q.r = math::div_rn(1.0f, math::float_of(load_elem<4>(c.out_scales, j, L.access_scales)));
-    q.pre = prescale_rcp<kOut>(q.r, &q.rp);
-  }
-  return q;
+__device__ __forceinline__ PreMult qk_out_rcp(const QkRmsnormCall& c, const QkLaunch& L, int j) {
+  if constexpr (kOut != kIn) return pre_mult<kOut>(math::div_rn(1.0f, math::float_of(load_elem<4>(c.out_scales, j, L.access_scales))));
+  else return PreMult{1.0f, 1.0f, true};
 }
 
 // Registers a thread: apply and the fused form keep their group's vectors and weights of
@@ -248,7 +230,7 @@ __global__ void FN_KERNEL_BOUNDS(kQkMaxBlock, kKind != QkKind::kStats ? 128 : kI
     if (!active) continue;
 
     char* out = row_at<false>(c.lead, s.out, row) + head * G * kOutBytes;
-    const QkRcp rcp = qk_out_rcp<kIn, kOut>(c, L, j);
+    const PreMult rcp = qk_out_rcp<kIn, kOut>(c, L, j);
 #pragma unroll
     for (int st = 0; st < kRegSteps; ++st)
       if (st < S && st * P + kQkVec * t < G) {

@@ -127,7 +127,7 @@ __global__ void FN_KERNEL_BOUNDS(kMaxBlockThreads, kVec >= 8 ? kMaxNReg8 : 64)
   gpu_wait_for_previous_grid();
   gpu_allow_next_grid();
 
-  float static_r = 0.0f;  // static scale: one multiplier for the whole call (first row)
+  PreMult static_r{};  // static scale: one multiplier for the whole call (first row)
 
   // One group of R rows, buffers `parity` of the reductions'. kFirst: 1 = the only group of its
   // block (every block has at most one: a short call, e.g. decode), 2 = any group of the loop
@@ -167,7 +167,7 @@ __global__ void FN_KERNEL_BOUNDS(kMaxBlockThreads, kVec >= 8 ? kMaxNReg8 : 64)
     if (is_static && first) {
       uint32_t sbits;
       memcpy(&sbits, c.static_scale, 4);  // any alignment
-      static_r = math::div_rn(1.0f, math::float_of(sbits));
+      static_r = pre_mult<kOut>(math::div_rn(1.0f, math::float_of(sbits)));
     }
     // The weight table (first row group): slot q of step s is table entry
     // (s * (kVec / 4) + q) * blockDim.x + threadIdx.x. Addresses and offsets from laundered copies
@@ -413,30 +413,22 @@ __global__ void FN_KERNEL_BOUNDS(kMaxBlockThreads, kVec >= 8 ? kMaxNReg8 : 64)
     };
     // 5. Encode and store a step's kVec codes (the clamp only where the caller set a qmax).
     // kClamp: clamp (IntConstant<1>), not (<0>), or as the call says (<2>, tested here).
-    auto encode_store = [&](int s, float r, auto clamp_c) {
+    auto encode_store = [&](int s, const PreMult& r, auto clamp_c) {
       constexpr int kClamp = decltype(clamp_c)::value;
       if (!active || s >= S) return;
       float q[kVec];
       y_of(s, q);
-      // q = y * r times the encoders' prescale (encode.cuh Prescale): one multiply by r * kFactor
-      // where that is exact, else two (a finite r >= 2^127); a clamp bound scaled alike (exact:
-      // qclamp <= the format's largest value).
-      float rp;
-      if (prescale_rcp<kOut>(r, &rp)) {
-#pragma unroll
-        for (int j = 0; j < kVec; ++j) q[j] = math::mul_rn(q[j], rp);
-      } else {
-#pragma unroll
-        for (int j = 0; j < kVec; ++j) q[j] = math::mul_rn(math::mul_rn(q[j], r), Prescale<kOut>::kFactor);
-      }
+      // q = y * r times the encoders' prescale (encode.cuh Prescale, pre_mult: one multiply by
+      // r * kFactor where that is exact); a clamp bound scaled alike (exact: qclamp <= the
+      // format's largest value).
+      apply_mult<kOut, kVec>(r, q);
       if (kClamp == 1 || (kClamp == 2 && clamp)) {
         const float qc = math::mul_rn(c.qclamp, Prescale<kOut>::kFactor);
 #pragma unroll
         for (int j = 0; j < kVec; ++j) q[j] = math::clamp_sym(q[j], qc);
       }
       uint32_t codes[kVec / 4];
-#pragma unroll
-      for (int i = 0; i < kVec / 4; ++i) codes[i] = encode4_pre<kOut>(q + 4 * i);
+      encode_pre<kOut, kVec, kPlan != Plan::kGroup>(q, codes);
       store_vec<1, kVec, kFast>(out, elem0(s), h, acc.out, codes);
     };
 
@@ -515,11 +507,11 @@ __global__ void FN_KERNEL_BOUNDS(kMaxBlockThreads, kVec >= 8 ? kMaxNReg8 : 64)
           const int32_t e = s * P + kVec * ((t & ~(kWarp - 1)) + (q << kLgLanes));
           if (active && s < kSteps && (lane & (kLanes - 1) & ~(kN - 1)) == 0) store_scale(c, scale_base, e >> lg, ds.stored);
         }
-        float r[kSteps];  // this thread's group's multiplier in each step
+        PreMult r[kSteps];  // this thread's group's multiplier in each step
 #pragma unroll
         for (int s = 0; s < kSteps; ++s) {
           const int src = (lane & ~(kLanes - 1)) | bitrev(s);
-          r[s] = FN_SHFL(ds.r, src, kWarp);
+          r[s] = pre_mult<kOut>(FN_SHFL(ds.r, src, kWarp));
           if (!kFast) {
             const uint32_t stored = FN_SHFL(ds.stored, src, kWarp);
             const int32_t e = elem0(s);
@@ -554,7 +546,8 @@ __global__ void FN_KERNEL_BOUNDS(kMaxBlockThreads, kVec >= 8 ? kMaxNReg8 : 64)
             scale_of_row[parity]);
         if (active && t == 0 && s0 * P < h)
           store_scale(c, scale_base, kFast || g >= h ? 0 : (s0 * P) >> (__ffs(g) - 1), ds.stored);
-        encode_steps(s0, per, [&](int) { return ds.r; });
+        const PreMult m = pre_mult<kOut>(ds.r);
+        encode_steps(s0, per, [&](int) { return m; });
       }
     }
   };
