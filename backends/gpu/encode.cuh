@@ -295,20 +295,22 @@ __global__ void verify_encoder_kernel(uint64_t base, uint64_t n, unsigned long l
     float v[4];
 #pragma unroll
     for (int k = 0; k < 4; ++k) v[k] = math::float_of(uint32_t(base + i + k));
-    // The 4-wide form, the pair form (qk, mla and fp4 use it), and for formats with a prescale the
-    // prescaled form on every pattern as the product rn(y * r * kFactor) it is given: its codes
-    // are those of that value divided by kFactor (rn(v / 2): f32 subnormals round, but all of
-    // them and their halves encode to 0).
+    // The 4-wide form, the pair form (mla and fp4 use it), and for formats with a prescale the
+    // prescaled forms (both kRareSat choices) on every pattern as the product rn(y * r * kFactor)
+    // they are given: their codes are those of that value divided by kFactor (rn(v / 2): f32
+    // subnormals round, but all of them and their halves encode to 0).
     const uint32_t w4 = encode4<kOut>(v);
     const uint32_t w2 = encode2<kOut>(v[0], v[1]) | (encode2<kOut>(v[2], v[3]) << 16);
     const bool pre = Prescale<kOut>::kFactor != 1.0f;
     const uint32_t wp = pre ? encode4_pre<kOut>(v) : w4;
+    uint32_t wr = wp;  // the form for rare saturation (its test of the codes' magnitudes)
+    if (pre) encode_pre<kOut, 4, true>(v, &wr);
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
       const uint32_t want = SoftFormat<kOut>::encode(v[k]);
       const uint32_t want_pre = pre ? SoftFormat<kOut>::encode(math::div_rn(v[k], Prescale<kOut>::kFactor)) : want;
       if (((w4 >> (8 * k)) & 0xFFu) != want || ((w2 >> (8 * k)) & 0xFFu) != want ||
-          ((wp >> (8 * k)) & 0xFFu) != want_pre) {
+          ((wp >> (8 * k)) & 0xFFu) != want_pre || ((wr >> (8 * k)) & 0xFFu) != want_pre) {
         atomicAdd(bad, 1ull);
         atomicMin(first, uint32_t(base + i + k));
       }
