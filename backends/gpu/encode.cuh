@@ -248,8 +248,8 @@ __device__ __forceinline__ uint32_t encode4_pre(const float v[4]) {
 // for all kN codes.
 template <DType kOut, int kN, bool kRareSat>
 __device__ __forceinline__ void encode_pre(const float v[kN], uint32_t w[kN / 4]) {
+  if constexpr (Prescale<kOut>::kFactor != 1.0f && kRareSat) {  // fnuz on sm_89+
 #if FN_CUDA_ARCH >= 890
-  if (kOut == DType::k_f8e4m3fnuz && kRareSat) {
     uint32_t high = 0;  // top bit of a byte: its magnitude is 0x7E or 0x7F
 #pragma unroll
     for (int i = 0; i < kN / 4; ++i) {
@@ -269,20 +269,23 @@ __device__ __forceinline__ void encode_pre(const float v[kN], uint32_t w[kN / 4]
         fnuz_bump_byte<3>(w[i], v[4 * i + 3]);
       }
     }
-    return;
-  }
 #endif
+  } else {
 #pragma unroll
-  for (int i = 0; i < kN / 4; ++i) w[i] = encode4_pre<kOut>(v + 4 * i);
+    for (int i = 0; i < kN / 4; ++i) w[i] = encode4_pre<kOut>(v + 4 * i);
+  }
 }
 // Four codes, element i in byte i.
 template <DType kOut>
 __device__ __forceinline__ uint32_t encode4(const float v[4]) {
-  if (Prescale<kOut>::kFactor == 1.0f) return encode4_pre<kOut>(v);
-  float p[4];
+  if constexpr (Prescale<kOut>::kFactor == 1.0f) {
+    return encode4_pre<kOut>(v);
+  } else {
+    float p[4];
 #pragma unroll
-  for (int k = 0; k < 4; ++k) p[k] = math::mul_rn(v[k], Prescale<kOut>::kFactor);
-  return encode4_pre<kOut>(p);
+    for (int k = 0; k < 4; ++k) p[k] = math::mul_rn(v[k], Prescale<kOut>::kFactor);
+    return encode4_pre<kOut>(p);
+  }
 }
 
 // Exhaustive check of the kernels' encoders against the shared math: every f32 bit pattern
