@@ -113,9 +113,10 @@ __device__ __forceinline__ uint32_t fnuz_clear_neg_zero(uint32_t w, uint32_t t) 
 __device__ __forceinline__ uint32_t fnuz_clear_neg_zero(uint32_t w) { return fnuz_clear_neg_zero(w, w & 0x7F7F7F7Fu); }
 
 // Prescaled encoding. Kernels that quantize as enc(y * r) multiply by r * kFactor instead (where
-// prescale_rcp allows it) and call encode2_pre / encode4_pre, which expect their values
-// multiplied by kFactor: 2 for f8e4m3fnuz on sm_89+ (the doubling above then costs nothing), 1
-// elsewhere (the plain encoders). Why rn(y * 2r) may stand for 2 rn(y * r): docs/numerics.md §3c.
+// prescale_rcp allows it; pre_mult, apply_mult) and call encode2_pre / encode4_pre / encode_pre,
+// which expect their values multiplied by kFactor: 2 for f8e4m3fnuz on sm_89+ (the doubling
+// above then costs nothing), 1 elsewhere (the plain encoders). Why rn(y * 2r) may stand for
+// 2 rn(y * r): docs/numerics.md §3c.
 template <DType kOut>
 struct Prescale {
 #if FN_CUDA_ARCH >= 890
@@ -125,7 +126,7 @@ struct Prescale {
 #endif
 };
 // *rp = r * kFactor; false where that is not exact: 2r overflows for a finite r >= 2^127 (an f32
-// subnormal scale), and the caller then multiplies by r and uses encode2 / encode4.
+// subnormal scale), and the caller then multiplies by r and then by kFactor (apply_mult).
 template <DType kOut>
 __device__ __forceinline__ bool prescale_rcp(float r, float* rp) {
   if (Prescale<kOut>::kFactor == 1.0f) {
