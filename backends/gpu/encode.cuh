@@ -161,12 +161,6 @@ __device__ __forceinline__ void apply_mult(const PreMult& m, float q[kN]) {
   }
 }
 
-// The fnuz fix of a code pair or quad from the doubled values: + 1 in the bytes of values with
-// !(|v2| <= 464) (|x| > 232, and NaN). A byte is bumped where its value is large or NaN.
-__device__ __forceinline__ uint32_t fnuz_bump2(float a2, float b2) {
-  return (fabsf(a2) <= 464.0f ? 0u : 1u) | (fabsf(b2) <= 464.0f ? 0u : 0x100u);
-}
-
 // + 1 in byte k of w where !(|v2| <= 464): a compare and a predicated add (PTX, so that the
 // compiler does not build the increment in another register and select it).
 template <int k>
@@ -179,6 +173,25 @@ __device__ __forceinline__ void fnuz_bump_byte(uint32_t& w, float v2) {
   if (!(fabsf(v2) <= 464.0f)) w += 1u << (8 * k);
 #endif
 }
+#if FN_CUDA_ARCH >= 890
+// fnuz's four codes of the doubled values v2, element i in byte i, before the saturation/NaN fix
+// (fnuz_bump4): the e4m3fn conversion with negative zeros cleared; *t = the converted codes'
+// magnitudes (bytes & 0x7F).
+__device__ __forceinline__ uint32_t fnuz_codes4(const float v2[4], uint32_t* t) {
+  uint16_t lo, hi;
+  FN_CVT_E4M3X2(lo, v2[0], v2[1]);
+  FN_CVT_E4M3X2(hi, v2[2], v2[3]);
+  const uint32_t c = uint32_t(lo) | (uint32_t(hi) << 16);
+  *t = c & 0x7F7F7F7Fu;
+  return fnuz_clear_neg_zero(c, *t);
+}
+__device__ __forceinline__ void fnuz_bump4(uint32_t& w, const float v2[4]) {
+  fnuz_bump_byte<0>(w, v2[0]);
+  fnuz_bump_byte<1>(w, v2[1]);
+  fnuz_bump_byte<2>(w, v2[2]);
+  fnuz_bump_byte<3>(w, v2[3]);
+}
+#endif
 
 // Two codes, `a` in the low byte, from values multiplied by Prescale<kOut>::kFactor.
 template <DType kOut>
@@ -207,9 +220,12 @@ template <DType kOut>
 __device__ __forceinline__ uint32_t encode2_pre(float a, float b) {
 #if FN_CUDA_ARCH >= 890
   if (kOut == DType::k_f8e4m3fnuz) {
-    uint16_t w;
-    FN_CVT_E4M3X2(w, a, b);
-    return fnuz_clear_neg_zero(w) + fnuz_bump2(a, b);
+    uint16_t c;
+    FN_CVT_E4M3X2(c, a, b);
+    uint32_t w = fnuz_clear_neg_zero(c);
+    fnuz_bump_byte<0>(w, a);
+    fnuz_bump_byte<1>(w, b);
+    return w;
   }
 #endif
   return encode2<kOut>(a, b);
@@ -227,14 +243,9 @@ template <DType kOut>
 __device__ __forceinline__ uint32_t encode4_pre(const float v[4]) {
 #if FN_CUDA_ARCH >= 890
   if (kOut == DType::k_f8e4m3fnuz) {
-    uint16_t lo, hi;
-    FN_CVT_E4M3X2(lo, v[0], v[1]);
-    FN_CVT_E4M3X2(hi, v[2], v[3]);
-    uint32_t w = fnuz_clear_neg_zero(uint32_t(lo) | (uint32_t(hi) << 16));
-    fnuz_bump_byte<0>(w, v[0]);
-    fnuz_bump_byte<1>(w, v[1]);
-    fnuz_bump_byte<2>(w, v[2]);
-    fnuz_bump_byte<3>(w, v[3]);
+    uint32_t t;
+    uint32_t w = fnuz_codes4(v, &t);
+    fnuz_bump4(w, v);
     return w;
   }
 #endif
@@ -254,21 +265,13 @@ __device__ __forceinline__ void encode_pre(const float v[kN], uint32_t w[kN / 4]
     uint32_t high = 0;  // top bit of a byte: its magnitude is 0x7E or 0x7F
 #pragma unroll
     for (int i = 0; i < kN / 4; ++i) {
-      uint16_t lo, hi;
-      FN_CVT_E4M3X2(lo, v[4 * i], v[4 * i + 1]);
-      FN_CVT_E4M3X2(hi, v[4 * i + 2], v[4 * i + 3]);
-      const uint32_t c = uint32_t(lo) | (uint32_t(hi) << 16), t = c & 0x7F7F7F7Fu;
+      uint32_t t;
+      w[i] = fnuz_codes4(v + 4 * i, &t);
       high |= t + 0x02020202u;
-      w[i] = fnuz_clear_neg_zero(c, t);
     }
     if (__builtin_expect((high & 0x80808080u) != 0, 0)) {
 #pragma unroll
-      for (int i = 0; i < kN / 4; ++i) {
-        fnuz_bump_byte<0>(w[i], v[4 * i]);
-        fnuz_bump_byte<1>(w[i], v[4 * i + 1]);
-        fnuz_bump_byte<2>(w[i], v[4 * i + 2]);
-        fnuz_bump_byte<3>(w[i], v[4 * i + 3]);
-      }
+      for (int i = 0; i < kN / 4; ++i) fnuz_bump4(w[i], v + 4 * i);
     }
 #endif
   } else {
