@@ -51,6 +51,9 @@ __device__ __forceinline__ void gpu_copy_async_wait_all() {}
 __device__ __forceinline__ void gpu_launder(int& v) { asm volatile("" : "+v"(v)); }
 __device__ __forceinline__ void gpu_wait_for_previous_grid() {}
 __device__ __forceinline__ void gpu_allow_next_grid() {}
+// f16 bits to f32 (fpext: v_cvt_f32_f16): exact for every finite f16, keeps Inf, a NaN stays a
+// NaN, as on CUDA.
+__device__ __forceinline__ float gpu_f16_to_f32(uint16_t h) { return static_cast<float>(__builtin_bit_cast(_Float16, h)); }
 // HIP's __fsqrt_rn is not correctly rounded (HIP 5.2 and clang's own HIP headers through 19 map it
 // to __ocml_native_sqrt_f32, i.e. v_sqrt_f32, 1 ulp); numerics.md wants every operation correctly
 // rounded. math::sqrt_rn calls __fsqrt_rn unqualified from namespace fusednorm::math, so this
