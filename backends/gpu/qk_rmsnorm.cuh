@@ -27,6 +27,7 @@
 #include "backends/gpu/io.cuh"
 #include "backends/gpu/launch.cuh"
 #include "backends/gpu/ops.h"
+#include "backends/gpu/plan.h"
 #include "backends/gpu/reduce.cuh"
 #include "core/call.h"
 #include "math/quant_math.h"
@@ -93,6 +94,19 @@ __device__ __forceinline__ void qk_load_weights(const QkSide& s, const QkShape& 
   else load_vec<2, kQkVec>(s.weight, e0, G, sh.access_w, ww);
 }
 
+// g = w + offset of one vector from its weight words: one branch on the weight dtype for the
+// vector (weight_elem's branch a element cost about five instructions each).
+template <DType kW>
+__device__ __forceinline__ void qk_gamma_of(const uint32_t* ww, float offset, float g[kQkVec]) {
+#pragma unroll
+  for (int e = 0; e < kQkVec; ++e) g[e] = math::add_rn(InTraits<kW>::get(ww, e), offset);
+}
+__device__ __forceinline__ void qk_gamma(DType w_type, const uint32_t* ww, float offset, float g[kQkVec]) {
+  if (w_type == DType::kF32) qk_gamma_of<DType::kF32>(ww, offset, g);
+  else if (w_type == DType::kBF16) qk_gamma_of<DType::kBF16>(ww, offset, g);
+  else qk_gamma_of<DType::kF16>(ww, offset, g);
+}
+
 // out[e0 .. e0+7] = rn((x * inv) * (w + offset)) of one vector of the group (FP8: its codes), from
 // its input words v and weight words ww.
 template <DType kIn, DType kOut>
@@ -102,8 +116,7 @@ __device__ __forceinline__ void qk_apply_vec(const QkRmsnormCall& c, const QkSid
   using In = InTraits<kIn>;
   using Out = QkOut<kIn, kOut>;
   float g[kQkVec];
-#pragma unroll
-  for (int e = 0; e < kQkVec; ++e) g[e] = math::add_rn(weight_elem(s.w_type, ww, e), c.weight_offset);
+  qk_gamma(s.w_type, ww, c.weight_offset, g);
   constexpr int kPer = 4 / Out::kBytes;  // codes a word
   uint32_t o[Vec<Out::kBytes, kQkVec>::kWords];
   if constexpr (kOut != kIn) {
@@ -249,6 +262,71 @@ __global__ void FN_KERNEL_BOUNDS(kQkMaxBlock, kKind != QkKind::kStats ? 128 : kI
 
 using QkKernelFn = void (*)(const QkRmsnormCall, const QkLaunch);
 
+// apply for short calls (decode): one thread a vector of 8 elements, q's vectors first, then k's.
+// Apply is element-wise once a row's statistic is read, so its bytes do not depend on which
+// thread computes an element: they equal the group kernel's. The host takes it where both sides'
+// views allow vectors (one leading dimension, widths a multiple of 8) and the call has at most a
+// block of vectors a multiprocessor (qk_small); the group kernel would spread the same rows over
+// a few blocks whose threads each do 4 vectors one after another.
+struct QkSmall {
+  uint32_t vectors[2];  // vectors of q, of k
+  uint32_t per_row[2];  // vectors a row
+  DivU32 row_of[2];     // / per_row
+};
+template <DType kIn, DType kOut>
+__global__ void __launch_bounds__(kQkBlock)
+    qk_apply_small_kernel(FN_GRID_CONSTANT const QkRmsnormCall c, FN_GRID_CONSTANT const QkLaunch L,
+                          const QkSmall m) {
+  using In = InTraits<kIn>;
+  constexpr int kW = Vec<In::kBytes, kQkVec>::kWords;
+  gpu_wait_for_previous_grid();
+  const uint32_t v = blockIdx.x * blockDim.x + threadIdx.x;
+  const int j = v < m.vectors[0] ? 0 : 1;
+  const uint32_t u = j ? v - m.vectors[0] : v;
+  if (u >= m.vectors[j]) return;
+  const QkShape& sh = L.side[j];
+  const QkSide& s = j ? c.k : c.q;
+  const uint32_t row = m.row_of[j].div(u);
+  const int32_t e = int32_t(u - row * m.per_row[j]) * kQkVec, width = int32_t(s.width);
+  uint32_t x[kW], ww[kQkVec];
+  load_vec<In::kBytes, kQkVec, true>(row_at<true>(c.lead, s.in, row), e, width, kVectors, x);
+  qk_load_weights(s, sh, e, width, ww);
+  const float stat = math::float_of(load_elem<4>(row_at<true>(c.lead, c.stats, row), j, sh.access_stats));
+  gpu_allow_next_grid();
+  qk_apply_vec<kIn, kOut>(c, s, sh, e, width, x, ww, qk_inv_rms(c, s, stat), qk_out_rcp<kIn, kOut>(c, L, j),
+                          row_at<true>(c.lead, s.out, row));
+}
+using QkSmallFn = void (*)(const QkRmsnormCall, const QkLaunch, const QkSmall);
+template <DType kIn>
+QkSmallFn qk_small_for(DType out) {
+  switch (out) {
+    case DType::k_f8e4m3fn: return &qk_apply_small_kernel<kIn, DType::k_f8e4m3fn>;
+    case DType::k_f8e4m3fnuz: return &qk_apply_small_kernel<kIn, DType::k_f8e4m3fnuz>;
+    default: return &qk_apply_small_kernel<kIn, kIn>;
+  }
+}
+
+// Whether apply takes qk_apply_small_kernel (from the views, the widths and the call's size; the
+// bytes are the same either way), and its vector counts.
+inline bool qk_small(const QkRmsnormCall& c, const QkLaunch& L, int multiprocessors, QkSmall* m) {
+  if (c.kind != QkKind::kApply || c.lead.ndim > 1) return false;
+  const int64_t limit = int64_t(multiprocessors) * kQkBlock;
+  int64_t total = 0;
+  for (int j = 0; j < 2; ++j) {
+    const QkSide& s = j ? c.k : c.q;
+    const QkShape& sh = L.side[j];
+    if (s.width % kQkVec != 0 || sh.access_in != kVectors || sh.access_out != kVectors || sh.access_w != kVectors)
+      return false;
+    const int64_t per_row = s.width / kQkVec;
+    if (per_row > limit || c.lead.rows > limit) return false;
+    total += c.lead.rows * per_row;
+    m->vectors[j] = uint32_t(std::min(c.lead.rows * per_row, limit + 1));
+    m->per_row[j] = uint32_t(per_row);
+    m->row_of[j] = DivU32::of(uint32_t(per_row));
+  }
+  return total <= limit;
+}
+
 // A side's mapping: from G and the views' alignments only (never from the row count).
 inline QkShape qk_shape(const QkRmsnormCall& c, const QkSide& s) {
   QkShape sh{};
@@ -314,10 +392,22 @@ fusednorm_status plugin_qk_rmsnorm(const QkRmsnormCall* call, int32_t device, vo
   const DeviceFacts& dev = g_devices[size_t(device)];
   const int64_t blocks =
       std::min<int64_t>(L.side[0].batches + L.side[1].batches, int64_t(dev.multiprocessors) * (2048 / threads));
+  const gpuStream_t st = static_cast<gpuStream_t>(stream);
+  QkSmall m;
+  if (qk_small(c, L, dev.multiprocessors, &m)) {
+    const QkSmallFn fs = c.in_type == DType::kF32   ? qk_small_for<DType::kF32>(c.out_type)
+                         : c.in_type == DType::kF16 ? qk_small_for<DType::kF16>(c.out_type)
+                                                    : qk_small_for<DType::kBF16>(c.out_type);
+    const unsigned grid = unsigned((uint64_t(m.vectors[0]) + m.vectors[1] + kQkBlock - 1) / kQkBlock);
+    gpuError_t e = launch_pdl(fs, dev, grid, unsigned(kQkBlock), 0, st, c, L, m);
+    if (e == gpuSuccess) e = gpuGetLastError();
+    if (e != gpuSuccess) return vendor_error(e, "launching qk_rmsnorm", msg, n);
+    return FUSEDNORM_SUCCESS;
+  }
   QkKernelFn fn = c.in_type == DType::kF32   ? qk_kernel_for<DType::kF32>(c.kind, c.out_type)
                   : c.in_type == DType::kF16 ? qk_kernel_for<DType::kF16>(c.kind, c.out_type)
                                              : qk_kernel_for<DType::kBF16>(c.kind, c.out_type);
-  gpuError_t e = launch_pdl(fn, dev, unsigned(blocks), unsigned(threads), 0, static_cast<gpuStream_t>(stream), c, L);
+  gpuError_t e = launch_pdl(fn, dev, unsigned(blocks), unsigned(threads), 0, st, c, L);
   if (e == gpuSuccess) e = gpuGetLastError();
   if (e != gpuSuccess) return vendor_error(e, "launching qk_rmsnorm", msg, n);
   return FUSEDNORM_SUCCESS;
