@@ -15,6 +15,9 @@
 // Blocks hold groups of one side only: q's groups first, then k's (both sides in one launch);
 // the grid is persistent and walks over the blocks' batches, prefetching its next batch into L2. Nothing of a group's arithmetic
 // depends on the grid, the row count or the other side (batch invariance).
+// Short calls (decode) with vector-aligned views take two other kernels, chosen by the host from
+// the call's size: qk_apply_small_kernel (apply: one thread a vector) and qk_small_group_kernel
+// (stats, fused: a group's steps on threads of their own, the same additions in the same order).
 #pragma once
 
 #include <stdint.h>
@@ -265,12 +268,13 @@ using QkKernelFn = void (*)(const QkRmsnormCall, const QkLaunch);
 // apply for short calls (decode): one thread a vector of 8 elements, q's vectors first, then k's.
 // Apply is element-wise once a row's statistic is read, so its bytes do not depend on which
 // thread computes an element: they equal the group kernel's. The host takes it where both sides'
-// views allow vectors (one leading dimension, widths a multiple of 8) and the call has at most a
-// block of vectors a multiprocessor (qk_small); the group kernel would spread the same rows over
+// views allow vectors (one leading dimension, widths a multiple of 8) and the call has at most two
+// blocks of vectors a multiprocessor (qk_small); the group kernel would spread the same rows over
 // a few blocks whose threads each do 4 vectors one after another.
 struct QkSmall {
-  uint32_t vectors[2];  // vectors of q, of k
-  uint32_t per_row[2];  // vectors a row
+  uint32_t vectors[2];  // apply: vectors of q, of k
+  uint32_t blocks[2];   // stats, fused (qk_small_group_kernel below): blocks of q, of k
+  uint32_t per_row[2];  // apply: vectors a row; stats, fused: groups a row
   DivU32 row_of[2];     // / per_row
 };
 template <DType kIn, DType kOut>
@@ -279,7 +283,6 @@ __global__ void __launch_bounds__(kQkBlock)
                           const QkSmall m) {
   using In = InTraits<kIn>;
   constexpr int kW = Vec<In::kBytes, kQkVec>::kWords;
-  gpu_wait_for_previous_grid();
   const uint32_t v = blockIdx.x * blockDim.x + threadIdx.x;
   const int j = v < m.vectors[0] ? 0 : 1;
   const uint32_t u = j ? v - m.vectors[0] : v;
@@ -288,8 +291,10 @@ __global__ void __launch_bounds__(kQkBlock)
   const QkSide& s = j ? c.k : c.q;
   const uint32_t row = m.row_of[j].div(u);
   const int32_t e = int32_t(u - row * m.per_row[j]) * kQkVec, width = int32_t(s.width);
+  const char* xrow = row_at<true>(c.lead, s.in, row);
+  gpu_wait_for_previous_grid();
   uint32_t x[kW], ww[kQkVec];
-  load_vec<In::kBytes, kQkVec, true>(row_at<true>(c.lead, s.in, row), e, width, kVectors, x);
+  load_vec<In::kBytes, kQkVec, true>(xrow, e, width, kVectors, x);
   qk_load_weights(s, sh, e, width, ww);
   const float stat = math::float_of(load_elem<4>(row_at<true>(c.lead, c.stats, row), j, sh.access_stats));
   gpu_allow_next_grid();
@@ -306,11 +311,145 @@ QkSmallFn qk_small_for(DType out) {
   }
 }
 
+// stats and fused for short calls (decode): a group's S steps on S x T threads of its own, one
+// vector a thread, where the group kernel runs a thread's S vectors one after another. Thread
+// (s, t) of a group (index s T + t in the group's run of the block) squares its vector; after a
+// barrier, thread (0, t) adds the S squares of partial 8t + e in step order, as the group
+// kernel's thread t does in registers (the canonical order, docs/numerics.md §2), and the same
+// tree follows (row_reduce_finish over the group's T threads of step 0; the threads of the
+// other steps reduce zeros beside them). Every thread then reads the group's result and applies
+// its own vector. The host takes it where the views allow vectors with one leading dimension, G
+// is whole steps, S T <= 1024 and the grid is at most a block a multiprocessor (qk_small_groups).
+template <DType kIn, DType kOut, QkKind kKind>
+__global__ void __launch_bounds__(kMaxBlockThreads)
+    qk_small_group_kernel(FN_GRID_CONSTANT const QkRmsnormCall c, FN_GRID_CONSTANT const QkLaunch L,
+                          const QkSmall m) {
+  using In = InTraits<kIn>;
+  constexpr int kW = Vec<In::kBytes, kQkVec>::kWords;
+  constexpr int kOutBytes = QkOut<kIn, kOut>::kBytes;
+  __shared__ __align__(16) float squares[kMaxBlockThreads][kQkVec];
+  __shared__ __align__(16) float red[kMaxBlockThreads / kGpuWarp];
+  __shared__ float result[kMaxBlockThreads];  // row_reduce_finish's, a "row" of T threads each
+  __shared__ float group_result[kMaxBlockThreads];
+  const int j = blockIdx.x < m.blocks[0] ? 0 : 1;
+  const QkShape& sh = L.side[j];
+  const QkSide& s = j ? c.k : c.q;
+  const int T = sh.threads, P = sh.partials, S = sh.steps, per = S * T;
+  const int gib = int(threadIdx.x) / per, st = int(threadIdx.x) % per / T, t = int(threadIdx.x) % T;
+  const int64_t gi = int64_t(j ? blockIdx.x - m.blocks[0] : blockIdx.x) * sh.groups_per_block + gib;
+  const bool active = gib < sh.groups_per_block && gi < sh.groups;
+  const int32_t G = int32_t(s.group), e = st * P + kQkVec * t;
+  const int64_t row = m.per_row[j] == 1 ? gi : int64_t(m.row_of[j].div(uint32_t(gi)));
+  const int64_t head = gi - row * m.per_row[j];
+  const char* xg = active ? row_at<true>(c.lead, s.in, row) + head * G * In::kBytes : nullptr;
+  gpu_wait_for_previous_grid();
+  uint32_t x[kW] = {}, ww[kQkVec];
+  if (active) {
+    load_vec<In::kBytes, kQkVec, true>(xg, e, G, kVectors, x);
+    if (kKind != QkKind::kStats) qk_load_weights(s, sh, e, G, ww);
+  }
+  gpu_allow_next_grid();
+  float sq[kQkVec];
+#pragma unroll
+  for (int k = 0; k < kQkVec; ++k) {
+    const float xk = In::get(x, k);
+    sq[k] = math::mul_rn(xk, xk);
+  }
+  float4* mine = reinterpret_cast<float4*>(squares[threadIdx.x]);
+  mine[0] = make_float4(sq[0], sq[1], sq[2], sq[3]);
+  mine[1] = make_float4(sq[4], sq[5], sq[6], sq[7]);
+  __syncthreads();
+  float v = 0.0f;
+  if (st == 0 && active) {
+    float part[kQkVec];
+#pragma unroll
+    for (int k = 0; k < kQkVec; ++k) part[k] = 0.0f;
+#pragma unroll
+    for (int u = 0; u < kMaxSteps; ++u) {
+      if (u >= S) break;
+      const float4* q = reinterpret_cast<const float4*>(squares[threadIdx.x + u * T]);
+      const float4 a = q[0], b = q[1];
+      part[0] = math::add_rn(part[0], a.x); part[1] = math::add_rn(part[1], a.y);
+      part[2] = math::add_rn(part[2], a.z); part[3] = math::add_rn(part[3], a.w);
+      part[4] = math::add_rn(part[4], b.x); part[5] = math::add_rn(part[5], b.y);
+      part[6] = math::add_rn(part[6], b.z); part[7] = math::add_rn(part[7], b.w);
+    }
+#pragma unroll
+    for (int n = kQkVec; n > 1; n /= 2)
+#pragma unroll
+      for (int k = 0; k < n / 2; ++k) part[k] = math::add_rn(part[2 * k], part[2 * k + 1]);
+    v = part[0];
+  }
+  constexpr bool stats = kKind == QkKind::kStats;
+  const float r = row_reduce_finish<kGpuWarp, true, true>(v, t, T, int(threadIdx.x) / T, red, QkAdd(),
+                                                         QkFinish{&c, &s, stats}, result);
+  // The group's result from its step-0 threads, for all of its threads (a buffer of its own:
+  // threads may still read `result` as row_reduce_finish returns).
+  if (st == 0 && t == 0) group_result[threadIdx.x / T] = r;
+  __syncthreads();
+  const float inv = group_result[gib * S];
+  if (!active) return;
+  if constexpr (stats) {
+    if (st == 0 && t == 0)
+      store_elem<4>(row_at<true>(c.lead, c.stats, row), j, math::encode_f32<false>(inv), sh.access_stats);
+  } else {
+    qk_apply_vec<kIn, kOut>(c, s, sh, e, G, x, ww, inv, qk_out_rcp<kIn, kOut>(c, L, j),
+                            row_at<true>(c.lead, s.out, row) + head * G * kOutBytes);
+  }
+}
+template <DType kIn, QkKind kKind>
+QkSmallFn qk_small_group_for(DType out) {
+  switch (out) {
+    case DType::k_f8e4m3fn: return &qk_small_group_kernel<kIn, DType::k_f8e4m3fn, kKind>;
+    case DType::k_f8e4m3fnuz: return &qk_small_group_kernel<kIn, DType::k_f8e4m3fnuz, kKind>;
+    default: return &qk_small_group_kernel<kIn, kIn, kKind>;
+  }
+}
+template <DType kIn>
+QkSmallFn qk_small_for(QkKind kind, DType out) {
+  switch (kind) {
+    case QkKind::kStats: return &qk_small_group_kernel<kIn, kIn, QkKind::kStats>;
+    case QkKind::kApply: return qk_small_for<kIn>(out);
+    default: return qk_small_group_for<kIn, QkKind::kFused>(out);
+  }
+}
+
+// Whether stats and fused take qk_small_group_kernel: its block (threads, a multiple of each
+// side's S T of at least 256) and its blocks per side (in m->vectors), the groups' rows by
+// m->row_of. The bytes are the group kernel's.
+inline bool qk_small_groups(const QkRmsnormCall& c, QkLaunch* L, int multiprocessors, QkSmall* m, int* threads) {
+  if (c.kind == QkKind::kApply || c.lead.ndim > 1) return false;
+  int most = kQkBlock;
+  for (int j = 0; j < 2; ++j) {
+    const QkSide& s = j ? c.k : c.q;
+    const QkShape& sh = L->side[j];
+    const bool out_ok = c.kind == QkKind::kStats || sh.access_out == kVectors;
+    if (s.group % sh.partials != 0 || sh.access_in != kVectors || sh.access_w != kVectors || !out_ok ||
+        sh.steps * sh.threads > kMaxBlockThreads || s.width / s.group > (int64_t(1) << 31))
+      return false;
+    most = std::max(most, sh.steps * sh.threads);
+  }
+  int64_t blocks = 0;
+  for (int j = 0; j < 2; ++j) {
+    const QkSide& s = j ? c.k : c.q;
+    QkShape& sh = L->side[j];
+    sh.groups_per_block = most / (sh.steps * sh.threads);
+    const int64_t b = (sh.groups + sh.groups_per_block - 1) / sh.groups_per_block;
+    blocks += b;
+    if (b > multiprocessors || sh.groups >= (int64_t(1) << 32)) return false;
+    m->blocks[j] = uint32_t(b);
+    m->per_row[j] = uint32_t(s.width / s.group);
+    m->row_of[j] = DivU32::of(m->per_row[j]);
+  }
+  *threads = most;
+  return blocks <= multiprocessors;
+}
+
 // Whether apply takes qk_apply_small_kernel (from the views, the widths and the call's size; the
 // bytes are the same either way), and its vector counts.
 inline bool qk_small(const QkRmsnormCall& c, const QkLaunch& L, int multiprocessors, QkSmall* m) {
   if (c.kind != QkKind::kApply || c.lead.ndim > 1) return false;
-  const int64_t limit = int64_t(multiprocessors) * kQkBlock;
+  const int64_t limit = int64_t(multiprocessors) * 2 * kQkBlock;
   int64_t total = 0;
   for (int j = 0; j < 2; ++j) {
     const QkSide& s = j ? c.k : c.q;
@@ -352,7 +491,7 @@ inline QkShape qk_shape(const QkRmsnormCall& c, const QkSide& s) {
 }
 
 // The kernel of an input dtype, output dtype (the input's, or FP8) and kind: stats (1 per input
-// dtype), apply and fused (3 each): 21 instantiations.
+// dtype), apply and fused (3 each): 21 instantiations (and as many small-call kernels above).
 template <DType kIn, QkKind kKind>
 QkKernelFn qk_kernel_for(DType out) {
   switch (out) {
@@ -394,12 +533,16 @@ fusednorm_status plugin_qk_rmsnorm(const QkRmsnormCall* call, int32_t device, vo
       std::min<int64_t>(L.side[0].batches + L.side[1].batches, int64_t(dev.multiprocessors) * (2048 / threads));
   const gpuStream_t st = static_cast<gpuStream_t>(stream);
   QkSmall m;
-  if (qk_small(c, L, dev.multiprocessors, &m)) {
-    const QkSmallFn fs = c.in_type == DType::kF32   ? qk_small_for<DType::kF32>(c.out_type)
-                         : c.in_type == DType::kF16 ? qk_small_for<DType::kF16>(c.out_type)
-                                                    : qk_small_for<DType::kBF16>(c.out_type);
-    const unsigned grid = unsigned((uint64_t(m.vectors[0]) + m.vectors[1] + kQkBlock - 1) / kQkBlock);
-    gpuError_t e = launch_pdl(fs, dev, grid, unsigned(kQkBlock), 0, st, c, L, m);
+  QkLaunch Ls = L;
+  int small_threads = kQkBlock;
+  const bool small_apply = qk_small(c, L, dev.multiprocessors, &m);
+  if (small_apply || qk_small_groups(c, &Ls, dev.multiprocessors, &m, &small_threads)) {
+    const QkSmallFn fs = c.in_type == DType::kF32   ? qk_small_for<DType::kF32>(c.kind, c.out_type)
+                         : c.in_type == DType::kF16 ? qk_small_for<DType::kF16>(c.kind, c.out_type)
+                                                    : qk_small_for<DType::kBF16>(c.kind, c.out_type);
+    const unsigned grid = small_apply ? unsigned((uint64_t(m.vectors[0]) + m.vectors[1] + kQkBlock - 1) / kQkBlock)
+                                      : m.blocks[0] + m.blocks[1];
+    gpuError_t e = launch_pdl(fs, dev, grid, unsigned(small_threads), 0, st, c, small_apply ? L : Ls, m);
     if (e == gpuSuccess) e = gpuGetLastError();
     if (e != gpuSuccess) return vendor_error(e, "launching qk_rmsnorm", msg, n);
     return FUSEDNORM_SUCCESS;
