@@ -15,7 +15,8 @@
 // a table in shared memory that each thread fills for its own elements at its block's first row,
 // and takes the blocks' |y| maxima with the NaN-propagating float max (CUDA). Both compute the
 // same bytes (the same formulas in the same order); the host picks by the views alone. Short
-// calls the fast kernel would take go to a third, rmsnorm_fp4_small_kernel (one step a thread).
+// calls the fast kernel would take go to a third, rmsnorm_fp4_small_kernel (one step a thread,
+// rmsnorm_fp4_short.cuh); the encoding pieces all three use are in fp4_encode.cuh.
 #pragma once
 
 #include <stdint.h>
@@ -23,6 +24,7 @@
 #include <algorithm>
 
 #include "backends/gpu/encode.cuh"
+#include "backends/gpu/fp4_encode.cuh"
 #include "backends/gpu/gpu_runtime.h"
 #include "backends/gpu/host.cuh"
 #include "backends/gpu/io.cuh"
@@ -30,109 +32,12 @@
 #include "backends/gpu/ops.h"
 #include "backends/gpu/plan.h"
 #include "backends/gpu/reduce.cuh"
+#include "backends/gpu/rmsnorm_fp4_short.cuh"
 #include "core/call.h"
 #include "math/quant_math.h"
 
 namespace fusednorm {
 namespace gpu {
-
-// A thread loads vectors of 8 elements and keeps up to kSteps of them: a kernel for rows of up to
-// 4 steps and one for up to 8 (blocks of at most 512 threads, so 128 registers a thread).
-constexpr int kFp4Vec = 8;
-
-// The f32 value at any alignment (4 byte loads): the global scale tensor may sit anywhere.
-__device__ __forceinline__ float load_f32_any(const char* p) {
-  uint32_t u = 0;
-#pragma unroll
-  for (int b = 0; b < 4; ++b) u |= uint32_t(reinterpret_cast<const uint8_t*>(p)[b]) << (8 * b);
-  return math::float_of(u);
-}
-
-// kVec e2m1 codes of v × r in one word, element j in bits 4j .. 4j+3 (element 2k in the low nibble
-// of byte k). Where no v × r can be NaN (`num`: the block's y are finite, so its amax is below
-// Inf's bits, and r is finite) the float-arithmetic encoder, else the branch-free one (both proven
-// equal to the shared one by verify_encoders).
-template <int kVec>
-__device__ __forceinline__ uint32_t pack_fp4(const float v[kVec], float r, bool num) {
-  uint32_t w = 0;
-  if (num) {
-    // encode_f4e2m1_num in pieces: the codes' low 3 bits and the signs gathered apart (a shift
-    // and a masked OR each), nibble j = encode_f4e2m1_num(v[j] * r).
-    uint32_t codes = 0, signs = 0;
-#pragma unroll
-    for (int j = 0; j < kVec; ++j) {
-      const float p = math::mul_rn(v[j], r);
-      codes |= (math::f4e2m1_num_low3(p) << (4 * j)) & (7u << (4 * j));
-      signs |= (4 * j <= 28 ? math::bits_of(p) >> (28 - 4 * j) : math::bits_of(p) << (4 * j - 28)) & (8u << (4 * j));
-    }
-    w = codes | signs;
-  } else {
-#pragma unroll
-    for (int j = 0; j < kVec; ++j) w |= math::encode_f4e2m1_sel(math::mul_rn(v[j], r)) << (4 * j);
-  }
-  return w;
-}
-
-// The |y| maximum of a block (the exact amax of numerics.md, as bits): this thread's 8 values,
-// then the block's `lanes` adjacent threads (a power of two) by shuffles.
-template <int kWarp, bool kFast>
-__device__ __forceinline__ uint32_t fp4_block_amax(const float y[kFp4Vec], int lanes) {
-  uint32_t m = 0;
-#if FN_CUDA_ARCH > 0
-  if (kFast) {
-    // max.NaN of |y|: for non-NaN values the float maximum of non-negative floats, whose bits
-    // are the integer maximum below; any NaN gives the canonical NaN, above Inf's bits as a
-    // NaN's are (block_scale looks only at amax >= Inf's bits).
-    float mf = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kFp4Vec; ++j) mf = gpu_max_nan(mf, fabsf(y[j]));
-    m = math::bits_of(mf);
-  } else
-#endif
-  {
-#pragma unroll
-    for (int j = 0; j < kFp4Vec; ++j) {
-      const uint32_t b = math::bits_of(y[j]) & math::kF32AbsMask;
-      m = b > m ? b : m;
-    }
-  }
-#pragma unroll
-  for (int k = 1; k < kWarp; k *= 2)
-    if (k < lanes) {
-      const uint32_t o = FN_SHFL_XOR(m, k, kWarp);
-      m = o > m ? o : m;
-    }
-  return m;
-}
-
-// The block scale of amax: NVFP4 (kBlock 16) or MXFP4 (32), the shared math's
-// (math::nvfp4_block_scale, math::mxfp4_block_scale) with cheaper equal steps:
-// - NVFP4: the e4m3 code by the hardware conversion where there is one (encode1, proven equal to
-//   f8e4m3fn::encode by verify_encoders); dec(code) exactly as the code's bits moved to f32's
-//   places (exponent and mantissa fields at bits 23.., 20..: a normal f32, or for magnitudes below
-//   8 a subnormal one) times 2^120, which turns bias 127 into 7; the NaN code by the shared decoder;
-// - MXFP4: 1 / dec(code) = 2^(127 - code) exactly, a normal f32 for code <= 253 and 2^-127 for 254
-//   (code 255, NaN, needs a NaN amax, handled first).
-template <int kBlock>
-__device__ __forceinline__ math::BlockScale block_scale(uint32_t amax, float gs) {
-  math::BlockScale s;
-  if (amax >= math::kF32InfBits) {
-    s.code = kBlock == 16 ? math::f8e4m3fn::kNan : math::kE8m0Nan;
-    s.r = 0.0f;
-    return s;
-  }
-  if (kBlock == 16) {
-    s.code = encode1<DType::k_f8e4m3fn>(math::div_rn(math::mul_rn(gs, math::float_of(amax)), 6.0f));
-    const uint32_t mag = s.code & math::f8e4m3fn::kMagMask;
-    const float d = mag == 0x7Fu ? math::f8e4m3fn::decode(s.code)
-                                 : math::mul_rn(math::float_of(((s.code & 0x80u) << 24) | (mag << 20)), 0x1p120f);
-    s.r = mag == 0 ? 0.0f : math::div_rn(gs, d);
-  } else {
-    s.code = math::encode_e8m0_up(math::div_rn(math::float_of(amax), 6.0f));
-    s.r = s.code == 0 && amax == 0 ? 0.0f : math::float_of(s.code >= 254u ? 0x00400000u : (254u - s.code) << 23);
-  }
-  return s;
-}
 
 // Up to 512 threads a block; the 4-step kernels at most kFp4Regs4 registers a thread (three
 // blocks of 256 threads an SM), the 8-step ones 128.
@@ -392,103 +297,6 @@ __global__ void FN_KERNEL_BOUNDS(kMaxBlockThreads / 2, kSteps <= 4 ? kFp4Regs4 :
         *fp4_scale_ptr(c.lead, c.scales, 1, c.swizzle_tiles, row, k) = 0;
     }
   }
-}
-
-// Short calls (decode): one block a row (a swizzled layout's padding rows too), the row's S steps
-// on S x T threads of their own, one vector a thread, where the fast kernel's thread does its S
-// vectors one after another. The squares meet in shared memory; the step-0 threads add them in
-// step order, as the fast kernel's thread does in registers (the canonical order), and the same
-// tree follows (row_reduce_finish). Every thread then computes its vector's y, its block's
-// maximum with the block's B/8 adjacent threads, the block scale (each lane of the block alike)
-// and its codes: the fast kernel's formulas, so its bytes. The host takes it for the calls the
-// fast kernel would take with at most a block a multiprocessor and S x T a multiple of the warp
-// of at most 1024 threads.
-template <DType kIn, int kBlock>
-__global__ void __launch_bounds__(kMaxBlockThreads)
-    rmsnorm_fp4_small_kernel(FN_GRID_CONSTANT const RmsnormFp4Call c, const RowShape shape) {
-  using In = InTraits<kIn>;
-  using InVec = Vec<In::kBytes, kFp4Vec>;
-  constexpr int kW = InVec::kWords;
-  __shared__ __align__(16) float squares[kMaxBlockThreads][kFp4Vec];
-  __shared__ __align__(16) float red[kMaxBlockThreads / kGpuWarp];
-  __shared__ float result[kMaxBlockThreads];  // row_reduce_finish's, a "row" of T threads each
-  __shared__ float row_inv;
-  const int T = shape.threads_per_row, P = shape.partials;
-  const int st = int(threadIdx.x) / T, t = int(threadIdx.x) % T;
-  const int64_t row = blockIdx.x;
-  const int32_t h = int32_t(c.h), e = st * P + kFp4Vec * t;
-  const bool norm = c.norm == FUSEDNORM_NORM_RMS;
-  gpu_wait_for_previous_grid();
-  if (row >= c.lead.rows) {  // a swizzled layout's padding row: every scale 0
-    for (int64_t k = threadIdx.x; k < 4 * c.swizzle_tiles; k += blockDim.x)
-      *fp4_scale_ptr(c.lead, c.scales, 1, c.swizzle_tiles, row, k) = 0;
-    return;
-  }
-  uint32_t raw[kW];
-  load_vec<In::kBytes, kFp4Vec, true>(row_at<true>(c.lead, c.in, row), e, h, kVectors, raw);
-  if (c.res.data != nullptr) {  // x = rn(x + residual), written back
-    char* res_row = row_at<true>(c.lead, c.res, row);
-    uint32_t rw[kW], sw[kW] = {};
-    load_vec<In::kBytes, kFp4Vec, true>(res_row, e, h, kVectors, rw);
-#pragma unroll
-    for (int j = 0; j < kFp4Vec; ++j) {
-      const uint32_t code = In::encode(math::add_rn(In::get(raw, j), In::get(rw, j)));
-      sw[j / InVec::kPerWord] |= code << (32 / InVec::kPerWord * (j % InVec::kPerWord));
-    }
-    store_vec<In::kBytes, kFp4Vec, true>(res_row, e, h, kVectors, sw);
-#pragma unroll
-    for (int w = 0; w < kW; ++w) raw[w] = sw[w];
-  }
-  float g[kFp4Vec];
-  if (norm) load_gamma<kFp4Vec, true>(c.w_type, c.weight, c.weight_offset, e, h, kVectors, g);
-  const float gs = c.global_scale != nullptr ? load_f32_any(c.global_scale) : 1.0f;
-  gpu_allow_next_grid();
-  float y[kFp4Vec];
-#pragma unroll
-  for (int j = 0; j < kFp4Vec; ++j) y[j] = In::get(raw, j);
-  if (norm) {
-    float4* mine = reinterpret_cast<float4*>(squares[threadIdx.x]);
-    mine[0] = make_float4(math::mul_rn(y[0], y[0]), math::mul_rn(y[1], y[1]), math::mul_rn(y[2], y[2]), math::mul_rn(y[3], y[3]));
-    mine[1] = make_float4(math::mul_rn(y[4], y[4]), math::mul_rn(y[5], y[5]), math::mul_rn(y[6], y[6]), math::mul_rn(y[7], y[7]));
-    __syncthreads();
-    float v = 0.0f;
-    if (st == 0) {
-      // Step 0's squares, then each later step's added (the fast kernel's order).
-      float part[kFp4Vec];
-#pragma unroll
-      for (int u = 0; u < kMaxSteps; ++u)
-        if (u < shape.steps) {
-          const float4* q = reinterpret_cast<const float4*>(squares[threadIdx.x + u * T]);
-          const float4 a = q[0], b = q[1];
-          const float sq[kFp4Vec] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-#pragma unroll
-          for (int j = 0; j < kFp4Vec; ++j) part[j] = u == 0 ? sq[j] : math::add_rn(part[j], sq[j]);
-        }
-#pragma unroll
-      for (int n = kFp4Vec; n > 1; n /= 2)
-#pragma unroll
-        for (int j = 0; j < n / 2; ++j) part[j] = math::add_rn(part[2 * j], part[2 * j + 1]);
-      v = part[0];
-    }
-    const float len = math::length_f32(c.h), eps = c.eps;
-    const float r = row_reduce_finish<kGpuWarp, true, true>(
-        v, t, T, st, red, [](float a, float b) { return math::add_rn(a, b); },
-        [len, eps](float ss) { return math::inv_rms(ss, len, eps); }, result);
-    if (threadIdx.x == 0) row_inv = r;  // a buffer of its own: threads may still read `result`
-    __syncthreads();
-    const float inv = row_inv;
-#pragma unroll
-    for (int j = 0; j < kFp4Vec; ++j) y[j] = math::norm_apply(y[j], inv, g[j]);
-  }
-  constexpr int kLanes = kBlock / kFp4Vec;
-  const uint32_t amax = fp4_block_amax<kGpuWarp, true>(y, kLanes);
-  const math::BlockScale bs = block_scale<kBlock>(amax, gs);
-  if (t % kLanes == 0) *fp4_scale_ptr(c.lead, c.scales, c.swizzled, c.swizzle_tiles, row, e / kBlock) = char(bs.code);
-  const uint32_t w = pack_fp4<kFp4Vec>(y, bs.r, amax < math::kF32InfBits && fabsf(bs.r) < INFINITY);
-  FN_STORE_GLOBAL(reinterpret_cast<uint32_t*>(row_at<true>(c.lead, c.out, row) + e / 2), w);
-  if (c.swizzled)  // the padding of a real row: blocks past H / block
-    for (int64_t k = c.h / kBlock + threadIdx.x; k < 4 * c.swizzle_tiles; k += blockDim.x)
-      *fp4_scale_ptr(c.lead, c.scales, 1, c.swizzle_tiles, row, k) = 0;
 }
 
 // One thread per 8 codes (4 bytes): out = rn((dec(q) × dec(sf)) / gs).

@@ -1,0 +1,115 @@
+// Compiled twice: as CUDA and as HIP. rmsnorm_fp4's encoding pieces, shared by its kernels
+// (rmsnorm_fp4.cuh, rmsnorm_fp4_short.cuh): the global scale read at any alignment, the e2m1 codes
+// of 8 values, a block's |y| maximum and the block scale.
+#pragma once
+
+#include <stdint.h>
+
+#include "backends/gpu/encode.cuh"
+#include "backends/gpu/gpu_runtime.h"
+#include "backends/gpu/io.cuh"
+#include "math/quant_math.h"
+
+namespace fusednorm {
+namespace gpu {
+
+// A thread loads vectors of 8 elements and keeps up to kSteps of them: a kernel for rows of up to
+// 4 steps and one for up to 8 (blocks of at most 512 threads, so 128 registers a thread).
+constexpr int kFp4Vec = 8;
+
+// The f32 value at any alignment (4 byte loads): the global scale tensor may sit anywhere.
+__device__ __forceinline__ float load_f32_any(const char* p) {
+  uint32_t u = 0;
+#pragma unroll
+  for (int b = 0; b < 4; ++b) u |= uint32_t(reinterpret_cast<const uint8_t*>(p)[b]) << (8 * b);
+  return math::float_of(u);
+}
+
+// kVec e2m1 codes of v × r in one word, element j in bits 4j .. 4j+3 (element 2k in the low nibble
+// of byte k). Where no v × r can be NaN (`num`: the block's y are finite, so its amax is below
+// Inf's bits, and r is finite) the float-arithmetic encoder, else the branch-free one (both proven
+// equal to the shared one by verify_encoders).
+template <int kVec>
+__device__ __forceinline__ uint32_t pack_fp4(const float v[kVec], float r, bool num) {
+  uint32_t w = 0;
+  if (num) {
+    // encode_f4e2m1_num in pieces: the codes' low 3 bits and the signs gathered apart (a shift
+    // and a masked OR each), nibble j = encode_f4e2m1_num(v[j] * r).
+    uint32_t codes = 0, signs = 0;
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) {
+      const float p = math::mul_rn(v[j], r);
+      codes |= (math::f4e2m1_num_low3(p) << (4 * j)) & (7u << (4 * j));
+      signs |= (4 * j <= 28 ? math::bits_of(p) >> (28 - 4 * j) : math::bits_of(p) << (4 * j - 28)) & (8u << (4 * j));
+    }
+    w = codes | signs;
+  } else {
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) w |= math::encode_f4e2m1_sel(math::mul_rn(v[j], r)) << (4 * j);
+  }
+  return w;
+}
+
+// The |y| maximum of a block (the exact amax of numerics.md, as bits): this thread's 8 values,
+// then the block's `lanes` adjacent threads (a power of two) by shuffles.
+template <int kWarp, bool kFast>
+__device__ __forceinline__ uint32_t fp4_block_amax(const float y[kFp4Vec], int lanes) {
+  uint32_t m = 0;
+#if FN_CUDA_ARCH > 0
+  if (kFast) {
+    // max.NaN of |y|: for non-NaN values the float maximum of non-negative floats, whose bits
+    // are the integer maximum below; any NaN gives the canonical NaN, above Inf's bits as a
+    // NaN's are (block_scale looks only at amax >= Inf's bits).
+    float mf = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kFp4Vec; ++j) mf = gpu_max_nan(mf, fabsf(y[j]));
+    m = math::bits_of(mf);
+  } else
+#endif
+  {
+#pragma unroll
+    for (int j = 0; j < kFp4Vec; ++j) {
+      const uint32_t b = math::bits_of(y[j]) & math::kF32AbsMask;
+      m = b > m ? b : m;
+    }
+  }
+#pragma unroll
+  for (int k = 1; k < kWarp; k *= 2)
+    if (k < lanes) {
+      const uint32_t o = FN_SHFL_XOR(m, k, kWarp);
+      m = o > m ? o : m;
+    }
+  return m;
+}
+
+// The block scale of amax: NVFP4 (kBlock 16) or MXFP4 (32), the shared math's
+// (math::nvfp4_block_scale, math::mxfp4_block_scale) with cheaper equal steps:
+// - NVFP4: the e4m3 code by the hardware conversion where there is one (encode1, proven equal to
+//   f8e4m3fn::encode by verify_encoders); dec(code) exactly as the code's bits moved to f32's
+//   places (exponent and mantissa fields at bits 23.., 20..: a normal f32, or for magnitudes below
+//   8 a subnormal one) times 2^120, which turns bias 127 into 7; the NaN code by the shared decoder;
+// - MXFP4: 1 / dec(code) = 2^(127 - code) exactly, a normal f32 for code <= 253 and 2^-127 for 254
+//   (code 255, NaN, needs a NaN amax, handled first).
+template <int kBlock>
+__device__ __forceinline__ math::BlockScale block_scale(uint32_t amax, float gs) {
+  math::BlockScale s;
+  if (amax >= math::kF32InfBits) {
+    s.code = kBlock == 16 ? math::f8e4m3fn::kNan : math::kE8m0Nan;
+    s.r = 0.0f;
+    return s;
+  }
+  if (kBlock == 16) {
+    s.code = encode1<DType::k_f8e4m3fn>(math::div_rn(math::mul_rn(gs, math::float_of(amax)), 6.0f));
+    const uint32_t mag = s.code & math::f8e4m3fn::kMagMask;
+    const float d = mag == 0x7Fu ? math::f8e4m3fn::decode(s.code)
+                                 : math::mul_rn(math::float_of(((s.code & 0x80u) << 24) | (mag << 20)), 0x1p120f);
+    s.r = mag == 0 ? 0.0f : math::div_rn(gs, d);
+  } else {
+    s.code = math::encode_e8m0_up(math::div_rn(math::float_of(amax), 6.0f));
+    s.r = s.code == 0 && amax == 0 ? 0.0f : math::float_of(s.code >= 254u ? 0x00400000u : (254u - s.code) << 23);
+  }
+  return s;
+}
+
+}  // namespace gpu
+}  // namespace fusednorm

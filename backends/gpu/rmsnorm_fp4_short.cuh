@@ -1,0 +1,117 @@
+// Compiled twice: as CUDA and as HIP (through rmsnorm_fp4.cuh). rmsnorm_fp4's kernel for short
+// calls (decode): one block a row, one vector of the row a thread. The same formulas in the same
+// order as the fast kernel (rmsnorm_fp4.cuh), so the same bytes; the host there picks it.
+#pragma once
+
+#include <stdint.h>
+
+#include "backends/gpu/fp4_encode.cuh"
+#include "backends/gpu/gpu_runtime.h"
+#include "backends/gpu/io.cuh"
+#include "backends/gpu/plan.h"
+#include "backends/gpu/reduce.cuh"
+#include "core/call.h"
+#include "math/quant_math.h"
+
+namespace fusednorm {
+namespace gpu {
+
+// Short calls (decode): one block a row (a swizzled layout's padding rows too), the row's S steps
+// on S x T threads of their own, one vector a thread, where the fast kernel's thread does its S
+// vectors one after another. The squares meet in shared memory; the step-0 threads add them in
+// step order, as the fast kernel's thread does in registers (the canonical order), and the same
+// tree follows (row_reduce_finish). Every thread then computes its vector's y, its block's
+// maximum with the block's B/8 adjacent threads, the block scale (each lane of the block alike)
+// and its codes: the fast kernel's formulas, so its bytes. The host takes it for the calls the
+// fast kernel would take with at most a block a multiprocessor and S x T a multiple of the warp
+// of at most 1024 threads.
+template <DType kIn, int kBlock>
+__global__ void __launch_bounds__(kMaxBlockThreads)
+    rmsnorm_fp4_small_kernel(FN_GRID_CONSTANT const RmsnormFp4Call c, const RowShape shape) {
+  using In = InTraits<kIn>;
+  using InVec = Vec<In::kBytes, kFp4Vec>;
+  constexpr int kW = InVec::kWords;
+  __shared__ __align__(16) float squares[kMaxBlockThreads][kFp4Vec];
+  __shared__ __align__(16) float red[kMaxBlockThreads / kGpuWarp];
+  __shared__ float result[kMaxBlockThreads];  // row_reduce_finish's, a "row" of T threads each
+  __shared__ float row_inv;
+  const int T = shape.threads_per_row, P = shape.partials;
+  const int st = int(threadIdx.x) / T, t = int(threadIdx.x) % T;
+  const int64_t row = blockIdx.x;
+  const int32_t h = int32_t(c.h), e = st * P + kFp4Vec * t;
+  const bool norm = c.norm == FUSEDNORM_NORM_RMS;
+  gpu_wait_for_previous_grid();
+  if (row >= c.lead.rows) {  // a swizzled layout's padding row: every scale 0
+    for (int64_t k = threadIdx.x; k < 4 * c.swizzle_tiles; k += blockDim.x)
+      *fp4_scale_ptr(c.lead, c.scales, 1, c.swizzle_tiles, row, k) = 0;
+    return;
+  }
+  uint32_t raw[kW];
+  load_vec<In::kBytes, kFp4Vec, true>(row_at<true>(c.lead, c.in, row), e, h, kVectors, raw);
+  if (c.res.data != nullptr) {  // x = rn(x + residual), written back
+    char* res_row = row_at<true>(c.lead, c.res, row);
+    uint32_t rw[kW], sw[kW] = {};
+    load_vec<In::kBytes, kFp4Vec, true>(res_row, e, h, kVectors, rw);
+#pragma unroll
+    for (int j = 0; j < kFp4Vec; ++j) {
+      const uint32_t code = In::encode(math::add_rn(In::get(raw, j), In::get(rw, j)));
+      sw[j / InVec::kPerWord] |= code << (32 / InVec::kPerWord * (j % InVec::kPerWord));
+    }
+    store_vec<In::kBytes, kFp4Vec, true>(res_row, e, h, kVectors, sw);
+#pragma unroll
+    for (int w = 0; w < kW; ++w) raw[w] = sw[w];
+  }
+  float g[kFp4Vec];
+  if (norm) load_gamma<kFp4Vec, true>(c.w_type, c.weight, c.weight_offset, e, h, kVectors, g);
+  const float gs = c.global_scale != nullptr ? load_f32_any(c.global_scale) : 1.0f;
+  gpu_allow_next_grid();
+  float y[kFp4Vec];
+#pragma unroll
+  for (int j = 0; j < kFp4Vec; ++j) y[j] = In::get(raw, j);
+  if (norm) {
+    float4* mine = reinterpret_cast<float4*>(squares[threadIdx.x]);
+    mine[0] = make_float4(math::mul_rn(y[0], y[0]), math::mul_rn(y[1], y[1]), math::mul_rn(y[2], y[2]), math::mul_rn(y[3], y[3]));
+    mine[1] = make_float4(math::mul_rn(y[4], y[4]), math::mul_rn(y[5], y[5]), math::mul_rn(y[6], y[6]), math::mul_rn(y[7], y[7]));
+    __syncthreads();
+    float v = 0.0f;
+    if (st == 0) {
+      // Step 0's squares, then each later step's added (the fast kernel's order).
+      float part[kFp4Vec];
+#pragma unroll
+      for (int u = 0; u < kMaxSteps; ++u)
+        if (u < shape.steps) {
+          const float4* q = reinterpret_cast<const float4*>(squares[threadIdx.x + u * T]);
+          const float4 a = q[0], b = q[1];
+          const float sq[kFp4Vec] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+          for (int j = 0; j < kFp4Vec; ++j) part[j] = u == 0 ? sq[j] : math::add_rn(part[j], sq[j]);
+        }
+#pragma unroll
+      for (int n = kFp4Vec; n > 1; n /= 2)
+#pragma unroll
+        for (int j = 0; j < n / 2; ++j) part[j] = math::add_rn(part[2 * j], part[2 * j + 1]);
+      v = part[0];
+    }
+    const float len = math::length_f32(c.h), eps = c.eps;
+    const float r = row_reduce_finish<kGpuWarp, true, true>(
+        v, t, T, st, red, [](float a, float b) { return math::add_rn(a, b); },
+        [len, eps](float ss) { return math::inv_rms(ss, len, eps); }, result);
+    if (threadIdx.x == 0) row_inv = r;  // a buffer of its own: threads may still read `result`
+    __syncthreads();
+    const float inv = row_inv;
+#pragma unroll
+    for (int j = 0; j < kFp4Vec; ++j) y[j] = math::norm_apply(y[j], inv, g[j]);
+  }
+  constexpr int kLanes = kBlock / kFp4Vec;
+  const uint32_t amax = fp4_block_amax<kGpuWarp, true>(y, kLanes);
+  const math::BlockScale bs = block_scale<kBlock>(amax, gs);
+  if (t % kLanes == 0) *fp4_scale_ptr(c.lead, c.scales, c.swizzled, c.swizzle_tiles, row, e / kBlock) = char(bs.code);
+  const uint32_t w = pack_fp4<kFp4Vec>(y, bs.r, amax < math::kF32InfBits && fabsf(bs.r) < INFINITY);
+  FN_STORE_GLOBAL(reinterpret_cast<uint32_t*>(row_at<true>(c.lead, c.out, row) + e / 2), w);
+  if (c.swizzled)  // the padding of a real row: blocks past H / block
+    for (int64_t k = c.h / kBlock + threadIdx.x; k < 4 * c.swizzle_tiles; k += blockDim.x)
+      *fp4_scale_ptr(c.lead, c.scales, 1, c.swizzle_tiles, row, k) = 0;
+}
+
+}  // namespace gpu
+}  // namespace fusednorm
