@@ -414,9 +414,10 @@ QkSmallFn qk_small_for(QkKind kind, DType out) {
   }
 }
 
-// Whether stats and fused take qk_small_group_kernel: its block (threads, a multiple of each
-// side's S T of at least 256) and its blocks per side (in m->vectors), the groups' rows by
-// m->row_of. The bytes are the group kernel's.
+// Whether stats and fused take qk_small_group_kernel: its block (*threads: the larger side's
+// S T, at least 256; each side's groups_per_block = *threads / (S T), spare threads idle), its
+// blocks per side (m->blocks) and the groups' rows (m->per_row, m->row_of). The bytes are the
+// group kernel's.
 inline bool qk_small_groups(const QkRmsnormCall& c, QkLaunch* L, int multiprocessors, QkSmall* m, int* threads) {
   if (c.kind == QkKind::kApply || c.lead.ndim > 1) return false;
   int most = kQkBlock;
