@@ -49,6 +49,7 @@ __device__ __forceinline__ void gpu_copy_async_wait_all() {}
 // An opaque copy of a per-thread value (a vector register): the compiler cannot see through it,
 // so what is derived from it is computed after this point, not hoisted before it.
 __device__ __forceinline__ void gpu_launder(int& v) { asm volatile("" : "+v"(v)); }
+__device__ __forceinline__ void gpu_prefetch_l1(const void*) {}
 __device__ __forceinline__ void gpu_wait_for_previous_grid() {}
 __device__ __forceinline__ void gpu_allow_next_grid() {}
 // f16 bits to f32 (fpext: v_cvt_f32_f16): exact for every finite f16, keeps Inf, a NaN stays a
@@ -158,6 +159,13 @@ __device__ __forceinline__ void gpu_prefetch_l2_range(const char* p, uint32_t n,
 // from it is computed after this point, not hoisted before it.
 __device__ __forceinline__ void gpu_launder(int& v) { asm volatile("" : "+r"(v)); }
 // Programmatic dependent launch (griddepcontrol, sm_90 and later; no-ops before).
+// A hint: the line of p into L1 (after gpu_wait_for_previous_grid: L1 is not coherent with the
+// previous kernel's writes).
+__device__ __forceinline__ void gpu_prefetch_l1(const void* p) {
+#if defined(__CUDA_ARCH__)
+  asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
+#endif
+}
 __device__ __forceinline__ void gpu_wait_for_previous_grid() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");

@@ -6,10 +6,14 @@
 // or kMlaQUnits units of 8 q elements a thread, kMlaThreads apart); the token's first block also
 // writes its latent kv row, so no block waits on a row of its own while holding an SM's slot. From
 // the call's shapes only, never from the token count: a token's bytes do not depend on the other
-// tokens (batch invariance). Thread 0 of a block locates the token with mla_locate
-// (core/call_mla.h), which checks every index value it reads, and hands the result to the block
-// through shared memory at the barrier that also gathers the latent row's sum (one thread's
-// 64-bit divisions and index reads, not every thread's); a token it rejects is skipped whole (no
+// tokens (batch invariance). Launched with programmatic dependent launch (sm_90): the grid waits
+// for the previous kernel's memory at its start. Thread 0 of a block locates the token
+// (mla_position, then mla_page: core/call_mla.h), which checks every index value it reads, pulls
+// the token's cos/sin row into L1 between the two, and hands the slot to the block through shared
+// memory at the barrier that also gathers the latent row's sum (one thread's divisions and index
+// reads, not every thread's); the token's first block also pulls the weights into L1 before that
+// barrier. The latent row's loads and stores branch on the weight and cache dtypes once for a
+// thread's batch of elements, not once an element. A token it rejects is skipped whole (no
 // q, no cache write), and counted once (by its first block) in invalid_tokens when the caller gave
 // it: the kernel never writes outside q/q_out and the cache whatever the indices hold (fusednorm.h,
 // "Index values"). The divisions by Q and by R / 8 are DivU32's multiplications (plan.h).
@@ -26,6 +30,7 @@
 #include "backends/gpu/gpu_runtime.h"
 #include "backends/gpu/host.cuh"
 #include "backends/gpu/io.cuh"
+#include "backends/gpu/launch.cuh"
 #include "backends/gpu/ops.h"
 #include "backends/gpu/plan.h"
 #include "backends/gpu/reduce.cuh"
@@ -56,15 +61,41 @@ __device__ __forceinline__ float mla_load(DType t, const char* row, int32_t i, i
   return t == DType::kBF16 ? math::decode_bf16(h) : math::decode_f16(h);
 }
 
-// The cache's code of v (v / k_scale already), NaN canonical; FP8 by encode.cuh's encoders (the
-// hardware conversion where the device has one, proven equal to the shared math's).
-__device__ __forceinline__ void mla_store_cache(const MlaCall& c, char* row, int32_t i, float v, int32_t access) {
+// Elements idx[k] of a row of dtype t as f32 (idx[k] < 0: none, 0), the dtype's branch taken once
+// for the kN (a short call runs each of these code paths once: one copy of the loads, not kN).
+template <int kN>
+__device__ __forceinline__ void mla_load_n(DType t, const char* row, const int32_t idx[kN], int32_t access,
+                                           float v[kN]) {
+  if (t == DType::kF32) {
+#pragma unroll
+    for (int k = 0; k < kN; ++k) v[k] = idx[k] >= 0 ? math::float_of(load_elem<4>(row, idx[k], access)) : 0.0f;
+  } else if (t == DType::kBF16) {
+#pragma unroll
+    for (int k = 0; k < kN; ++k) v[k] = idx[k] >= 0 ? math::decode_bf16(load_elem<2>(row, idx[k], access)) : 0.0f;
+  } else {
+#pragma unroll
+    for (int k = 0; k < kN; ++k) v[k] = idx[k] >= 0 ? math::decode_f16(load_elem<2>(row, idx[k], access)) : 0.0f;
+  }
+}
+
+// The cache's codes of v[k] (v / k_scale already) at elements idx[k] of the cache row (idx[k] < 0:
+// none), NaN canonical; FP8 by encode.cuh's encoders (the hardware conversion where the device has
+// one, proven equal to the shared math's). One branch on the cache dtype for the kN.
+template <int kN>
+__device__ __forceinline__ void mla_store_n(const MlaCall& c, char* row, const int32_t idx[kN], const float v[kN],
+                                            int32_t access) {
+  const auto each = [&](auto store) {
+#pragma unroll
+    for (int k = 0; k < kN; ++k)
+      if (idx[k] >= 0) store(idx[k], v[k]);
+  };
   switch (c.cache_type) {
-    case DType::kBF16: return store_elem<2>(row, i, math::encode_bf16<false>(v), access);
-    case DType::kF16: return store_elem<2>(row, i, math::encode_f16<false>(v), access);
-    case DType::kF32: return store_elem<4>(row, i, math::encode_f32<false>(v), access);
+    case DType::kBF16: return each([&](int32_t i, float x) { store_elem<2>(row, i, math::encode_bf16<false>(x), access); });
+    case DType::kF16: return each([&](int32_t i, float x) { store_elem<2>(row, i, math::encode_f16<false>(x), access); });
+    case DType::kF32: return each([&](int32_t i, float x) { store_elem<4>(row, i, math::encode_f32<false>(x), access); });
 #define FN_MINIFLOAT(name, ...) \
-  case DType::k_##name: return store_elem<1>(row, i, encode1<DType::k_##name>(v), access);
+  case DType::k_##name:         \
+    return each([&](int32_t i, float x) { store_elem<1>(row, i, encode1<DType::k_##name>(x), access); });
 #include "math/formats.inc"
 #undef FN_MINIFLOAT
     default: return;  // validation admits no other cache dtype
@@ -145,8 +176,6 @@ __device__ __forceinline__ void mla_load_tab(const MlaCall& c, const MlaAccess& 
   else CsBF16::load8(cs, 8 * u, int32_t(c.rope), a.cs, tab);
 }
 
-// v / k_scale; v itself without a scale (v / 1 is v, and the encoders write one NaN for every NaN).
-__device__ __forceinline__ float mla_scaled(float v, float ks) { return ks == 1.0f ? v : math::div_rn(v, ks); }
 
 // A token's latent row, by a whole block (the token's first q block): the canonical sum of
 // squares (thread i owns partials [i*pv, i*pv + pv), pv = max(1, P / kMlaThreads); each summed
@@ -202,36 +231,45 @@ struct MlaKvRow {
     const int32_t l = int32_t(c.rank), r = int32_t(c.rope), tid = int32_t(threadIdx.x);
     const float ks = mla_k_scale(c);
     for (int32_t i0 = tid; i0 < l; i0 += kMlaThreads * kBatch) {
+      int32_t idx[kBatch];
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) idx[k] = i0 + k * kMlaThreads < l ? i0 + k * kMlaThreads : -1;
       float xv[kBatch], wv[kBatch];
       const auto load = [&](auto access) {
-#pragma unroll
-        for (int k = 0; k < kBatch; ++k) {
-          const int32_t i = i0 + k * kMlaThreads;
-          xv[k] = i < l ? mla_load(kIn, x, i, decltype(access)::value) : 0.0f;
-          wv[k] = i < l ? mla_load(c.w_type, c.weight, i, decltype(access)::value) : 0.0f;
-        }
+        mla_load_n<kBatch>(kIn, x, idx, decltype(access)::value, xv);
+        mla_load_n<kBatch>(c.w_type, c.weight, idx, decltype(access)::value, wv);
       };
       if (a.kv != kBytesOnly && a.w != kBytesOnly) load(IntConstant<kElements>());
       else load(IntConstant<kBytesOnly>());
 #pragma unroll
-      for (int k = 0; k < kBatch; ++k) {
-        const int32_t i = i0 + k * kMlaThreads;
-        if (i < l) mla_store_cache(c, dst, i, mla_scaled(math::norm_apply(xv[k], inv, math::add_rn(wv[k], c.weight_offset)), ks), a.cache);
-      }
+      for (int k = 0; k < kBatch; ++k) xv[k] = math::norm_apply(xv[k], inv, math::add_rn(wv[k], c.weight_offset));
+      if (ks != 1.0f)  // v / k_scale; without a scale v itself (the encoders write one NaN for every NaN)
+#pragma unroll
+        for (int k = 0; k < kBatch; ++k) xv[k] = math::div_rn(xv[k], ks);
+      mla_store_n<kBatch>(c, dst, idx, xv, a.cache);
     }
     const bool neox = c.neox != 0;
     for (int32_t j = tid; j < r / 2; j += kMlaThreads) {
-      const int32_t i0 = int32_t(math::rope_re_index(j, r, neox)), i1 = int32_t(math::rope_im_index(j, r, neox));
-      const math::RopePair p = math::rope_rotate(mla_load(kIn, x, l + i0, a.kv), mla_load(kIn, x, l + i1, a.kv),
-                                                 mla_load(c.cs_type, cs, 2 * j, a.cs), mla_load(c.cs_type, cs, 2 * j + 1, a.cs));
-      mla_store_cache(c, dst, l + i0, mla_scaled(p.re, ks), a.cache);
-      mla_store_cache(c, dst, l + i1, mla_scaled(p.im, ks), a.cache);
+      const int32_t idx[2] = {l + int32_t(math::rope_re_index(j, r, neox)), l + int32_t(math::rope_im_index(j, r, neox))};
+      const int32_t tdx[2] = {2 * j, 2 * j + 1};
+      float xv[2], tab[2];
+      mla_load_n<2>(kIn, x, idx, a.kv, xv);
+      mla_load_n<2>(c.cs_type, cs, tdx, a.cs, tab);
+      const math::RopePair p = math::rope_rotate(xv[0], xv[1], tab[0], tab[1]);
+      float v[2] = {p.re, p.im};
+      if (ks != 1.0f) {
+        v[0] = math::div_rn(v[0], ks);
+        v[1] = math::div_rn(v[1], ks);
+      }
+      mla_store_n<2>(c, dst, idx, v, a.cache);
     }
   }
 };
 
+// Registers: 48 a thread for 2-byte inputs (5 blocks a multiprocessor; without the cap ptxas took
+// 64), 72 for f32 (its q units take twice the registers; 64 spilled).
 template <DType kIn, int kUnits>
-__global__ void __launch_bounds__(kMlaThreads)
+__global__ void FN_KERNEL_BOUNDS(kMlaThreads, kIn == DType::kF32 ? 72 : 48)
     mla_rope_rmsnorm_quant_kernel(FN_GRID_CONSTANT const MlaCall c, const MlaAccess a) {
   constexpr int kWarp = kGpuWarp;
   __shared__ __align__(16) float red[kMlaThreads / kWarp];
@@ -240,6 +278,10 @@ __global__ void __launch_bounds__(kMlaThreads)
   const uint32_t token = a.q_blocks_div.div(blockIdx.x), qpart = blockIdx.x - token * a.q_blocks;
   const int64_t t = int64_t(token);
   const bool kv = qpart == 0;  // the token's first q block writes its latent row too
+  // Programmatic dependent launch (sm_90): every read below waits for the previous kernel's memory;
+  // the next kernel may start its launch at once.
+  gpu_wait_for_previous_grid();
+  gpu_allow_next_grid();
   // kUnits units a thread, kMlaThreads apart: their loads, the latent row's and the token's first
   // index reads are in flight together.
   const int32_t units = int32_t(c.rope / 8), total = int32_t(c.heads) * units;
@@ -255,13 +297,22 @@ __global__ void __launch_bounds__(kMlaThreads)
   MlaGuess g;
   if (threadIdx.x == 0) g = mla_guess(c, t);
   const char* x = c.kv + t * c.kv_stride;
+  // The weights write() reads after the barrier: into L1 now, a line a thread (no register held
+  // across the barrier).
+  if (kv)
+    for (int64_t b = int64_t(threadIdx.x) * 128; b < c.rank * (c.w_type == DType::kF32 ? 4 : 2); b += kMlaThreads * 128)
+      gpu_prefetch_l1(c.weight + b);
   const float part = kv ? MlaKvRow<kIn>::partial(c, a, x) : 0.0f;
   // Thread 0 locates the token (the first block counts a rejected one) before the barrier that also
   // gathers the warps' sums (row_reduce_finish: every warp then combines them in the canonical
   // order and evaluates inv).
   if (threadIdx.x == 0) {
     MlaSlot s;
-    const bool ok = mla_locate(c, t, g, &s) == MlaLocate::kOk;
+    bool ok = mla_position(c, t, g, &s) == MlaLocate::kOk;
+    if (ok)  // the token's cos/sin row into L1 while the page table is read
+      for (int64_t b = 0; b < c.rope * (c.cs_type == DType::kF32 ? 4 : 2); b += 128)
+        gpu_prefetch_l1(c.cos_sin + s.pos * c.cs_stride + b);
+    ok = ok && mla_page(c, &s) == MlaLocate::kOk;
     where_ok = ok ? 1 : 0;
     where[0] = s.pos;
     where[1] = mla_cache_row(c, s) - c.cache;
@@ -296,9 +347,10 @@ __global__ void __launch_bounds__(kMlaThreads)
 // ---------------------------------------------------------------- host
 
 template <DType kIn>
-void mla_launch(int units_a_thread, dim3 grid, gpuStream_t s, const MlaCall& c, const MlaAccess& a) {
-  if (units_a_thread == 1) mla_rope_rmsnorm_quant_kernel<kIn, 1><<<grid, kMlaThreads, 0, s>>>(c, a);
-  else mla_rope_rmsnorm_quant_kernel<kIn, kMlaQUnits><<<grid, kMlaThreads, 0, s>>>(c, a);
+gpuError_t mla_launch(int units_a_thread, const DeviceFacts& dev, unsigned grid, gpuStream_t s, const MlaCall& c,
+                      const MlaAccess& a) {
+  if (units_a_thread == 1) return launch_pdl(mla_rope_rmsnorm_quant_kernel<kIn, 1>, dev, grid, kMlaThreads, 0, s, c, a);
+  return launch_pdl(mla_rope_rmsnorm_quant_kernel<kIn, kMlaQUnits>, dev, grid, kMlaThreads, 0, s, c, a);
 }
 
 // The widest access of a view of `n` rows `stride` bytes apart at `data`.
@@ -349,14 +401,16 @@ fusednorm_status mla_rope_rmsnorm_quant(const MlaCall* call, int32_t device, voi
   a.q_blocks_div = DivU32::of(uint32_t(q_blocks));
   a.units_div = DivU32::of(uint32_t(c.rope / 8));
   a.same_unit = kMlaThreads % (c.rope / 8) == 0 ? 1 : 0;
-  const dim3 grid(unsigned(c.tokens * q_blocks));
+  const unsigned grid = unsigned(c.tokens * q_blocks);
   const gpuStream_t s = static_cast<gpuStream_t>(stream);
+  const DeviceFacts& dev = g_devices[size_t(device)];
+  gpuError_t e;
   switch (c.in_type) {
-    case DType::kF32: mla_launch<DType::kF32>(qu, grid, s, c, a); break;
-    case DType::kF16: mla_launch<DType::kF16>(qu, grid, s, c, a); break;
-    default: mla_launch<DType::kBF16>(qu, grid, s, c, a); break;
+    case DType::kF32: e = mla_launch<DType::kF32>(qu, dev, grid, s, c, a); break;
+    case DType::kF16: e = mla_launch<DType::kF16>(qu, dev, grid, s, c, a); break;
+    default: e = mla_launch<DType::kBF16>(qu, dev, grid, s, c, a); break;
   }
-  const gpuError_t e = gpuGetLastError();
+  if (e == gpuSuccess) e = gpuGetLastError();
   if (e != gpuSuccess) return vendor_error(e, "launching mla_rope_rmsnorm_quant", msg, n);
   return FUSEDNORM_SUCCESS;
 }

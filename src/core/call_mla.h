@@ -97,7 +97,10 @@ struct MlaGuess {
 FN_HD MlaGuess mla_guess(const MlaCall& c, int64_t t) {
   MlaGuess g;
   if (c.batch < 1 || c.tokens > INT32_MAX || c.batch > INT32_MAX) return g;
-  g.b = t * c.batch / c.tokens;  // t < T: b0 < B, so row_offsets[b0 + 1] exists
+  // t < T: b0 < B, so row_offsets[b0 + 1] exists. A 32-bit division where t * B fits (decode,
+  // prefill: every GPU thread computes it).
+  const int64_t tb = t * c.batch;
+  g.b = tb <= int64_t(UINT32_MAX) ? int64_t(uint32_t(tb) / uint32_t(c.tokens)) : tb / c.tokens;
   g.start = load_index(c.row_offsets, g.b);
   g.end = load_index(c.row_offsets, g.b + 1);
   if (c.positions.data == nullptr) g.len = load_index(c.cache_len, g.b);
@@ -105,12 +108,11 @@ FN_HD MlaGuess mla_guess(const MlaCall& c, int64_t t) {
   return g;
 }
 
-// Token t's sequence, position and slot, every index value checked (on the GPU, where validation
-// cannot read them, this is the only check: a token that is not kOk is skipped), from the reads of
-// mla_guess. The sequence is b0 when row_offsets[b0] <= t < row_offsets[b0 + 1]; else the last b
-// whose row_offsets[b] <= t (a binary search), confirmed by t < row_offsets[b + 1]. For
+// Token t's sequence and position (out->seq, out->pos), every index value read checked, from the
+// reads of mla_guess. The sequence is b0 when row_offsets[b0] <= t < row_offsets[b0 + 1]; else the
+// last b whose row_offsets[b] <= t (a binary search), confirmed by t < row_offsets[b + 1]. For
 // non-decreasing offsets (the CPU rejects others) both give the one b with t in its range.
-FN_HD MlaLocate mla_locate(const MlaCall& c, int64_t t, const MlaGuess& g, MlaSlot* out) {
+FN_HD MlaLocate mla_position(const MlaCall& c, int64_t t, const MlaGuess& g, MlaSlot* out) {
   int64_t b = g.b, start = g.start, len = g.len;
   if (!(g.valid && start <= t && t < g.end)) {
     int64_t lo = 0, hi = c.batch;  // the first k in [0, B] with row_offsets[k] > t is in [lo, hi]
@@ -133,17 +135,32 @@ FN_HD MlaLocate mla_locate(const MlaCall& c, int64_t t, const MlaGuess& g, MlaSl
     pos = len + (t - start);  // both in [0, 2^63 / 2): no overflow
   }
   if (pos < 0 || pos >= c.max_pos) return MlaLocate::kBadPosition;
-  const int64_t index = pos / c.page_size;
-  if (index >= c.max_pages) return MlaLocate::kBadPageIndex;
-  IndexView row = c.page_table;
-  row.data += b * c.page_table_row_stride;
-  const int64_t page = load_index(row, index);
-  if (page < 0 || page >= c.num_pages) return MlaLocate::kBadPage;
   out->seq = b;
   out->pos = pos;
+  return MlaLocate::kOk;
+}
+
+// The page and slot of a token that mla_position placed (out->seq, out->pos), the page id checked.
+FN_HD MlaLocate mla_page(const MlaCall& c, MlaSlot* out) {
+  const int64_t pos = out->pos;
+  const int64_t index = pos <= int64_t(UINT32_MAX) && c.page_size <= int64_t(UINT32_MAX)
+                            ? int64_t(uint32_t(pos) / uint32_t(c.page_size))
+                            : pos / c.page_size;
+  if (index >= c.max_pages) return MlaLocate::kBadPageIndex;
+  IndexView row = c.page_table;
+  row.data += out->seq * c.page_table_row_stride;
+  const int64_t page = load_index(row, index);
+  if (page < 0 || page >= c.num_pages) return MlaLocate::kBadPage;
   out->page = page;
   out->slot = pos - index * c.page_size;
   return MlaLocate::kOk;
+}
+
+// Token t's sequence, position and slot (mla_position, then mla_page). On the GPU, where validation
+// cannot read the index values, this is the only check: a token that is not kOk is skipped.
+FN_HD MlaLocate mla_locate(const MlaCall& c, int64_t t, const MlaGuess& g, MlaSlot* out) {
+  const MlaLocate st = mla_position(c, t, g, out);
+  return st != MlaLocate::kOk ? st : mla_page(c, out);
 }
 FN_HD MlaLocate mla_locate(const MlaCall& c, int64_t t, MlaSlot* out) { return mla_locate(c, t, mla_guess(c, t), out); }
 
