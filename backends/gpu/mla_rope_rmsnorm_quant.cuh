@@ -332,13 +332,18 @@ __global__ void FN_KERNEL_BOUNDS(kMlaThreads, kIn == DType::kF32 ? 72 : 48)
   if (first < total) {
     float tab[8];
     if (a.same_unit) mla_load_tab(c, a, cs, first - int32_t(a.units_div.div(uint32_t(first))) * units, tab);
-#pragma unroll
+    // One copy of the unit's code, run kUnits times (q[0] is the next unit: the others move down
+    // after each): a short call executes each instruction of this kernel about once, so code
+    // size, not arithmetic, sets its time (docs/performance.md).
+#pragma unroll 1
     for (int k = 0; k < kUnits; ++k) {
       const int32_t unit = first + k * kMlaThreads;
       if (unit >= total) break;
       const int32_t h = int32_t(a.units_div.div(uint32_t(unit))), u = unit - h * units;
       if (!a.same_unit) mla_load_tab(c, a, cs, u, tab);
-      q[k].finish(c, a, c.q_out + t * c.qo_stride_t + h * c.qo_stride_h, tab, u);
+      q[0].finish(c, a, c.q_out + t * c.qo_stride_t + h * c.qo_stride_h, tab, u);
+#pragma unroll
+      for (int m = 0; m + 1 < kUnits; ++m) q[m] = q[m + 1];
     }
   }
   if (kv) MlaKvRow<kIn>::write(c, a, x, inv, c.cache + where[1], cs);
