@@ -63,12 +63,25 @@ struct QkLaunch {
 struct QkAdd {
   __device__ __forceinline__ float operator()(float a, float b) const { return math::add_rn(a, b); }
 };
+// rcp: 1 / the side's divisor where that is an exact power of two (qk_pow2_rcp), else 0: ss * rcp
+// is then ss / divisor correctly rounded (subnormal results included), a multiplication instead of
+// a division on the chain every thread of the group waits for.
 struct QkFinish {
   const QkRmsnormCall* c;
   const QkSide* s;
   bool stats;
-  __device__ __forceinline__ float operator()(float ss) const { return stats ? ss : qk_inv_rms(*c, *s, ss); }
+  float rcp;
+  __device__ __forceinline__ float operator()(float ss) const {
+    if (stats) return ss;
+    if (rcp != 0.0f && !c->mean_squares) return math::inv_rms_of_mean(math::mul_rn(ss, rcp), c->eps);
+    return qk_inv_rms(*c, *s, ss);
+  }
 };
+// 1 / d for d a power of two whose reciprocal is a normal f32 (exact), else 0.
+__device__ __forceinline__ float qk_pow2_rcp(float d) {
+  const uint32_t b = math::bits_of(d), e = b >> 23;  // e > 255 for negative d
+  return (b & 0x7FFFFFu) != 0 || e < 1 || e > 253 ? 0.0f : math::float_of((254u - e) << 23);
+}
 
 constexpr int kQkRegSteps = 4;  // 116 registers with 16-bit inputs, no spill (sm_90a); 8 spilled
 
@@ -236,7 +249,7 @@ __global__ void FN_KERNEL_BOUNDS(kQkMaxBlock, kKind != QkKind::kStats ? 128 : kI
         for (int e = 0; e < n / 2; ++e) part[e] = math::add_rn(part[2 * e], part[2 * e + 1]);
       constexpr bool stats = kKind == QkKind::kStats;
       inv = row_reduce_finish<kGpuWarp, true, true>(part[0], t, T, gib, red[parity], QkAdd(),
-                                                    QkFinish{&c, &s, stats}, inv_of_group[parity]);
+                                                    QkFinish{&c, &s, stats, qk_pow2_rcp(s.divisor)}, inv_of_group[parity]);
       if constexpr (stats) {
         if (active && t == 0)
           store_elem<4>(row_at<false>(c.lead, c.stats, row), j, math::encode_f32<false>(inv), sh.access_stats);
@@ -276,11 +289,12 @@ struct QkSmall {
   uint32_t blocks[2];   // stats, fused (qk_small_group_kernel below): blocks of q, of k
   uint32_t per_row[2];  // apply: vectors a row; stats, fused: groups a row
   DivU32 row_of[2];     // / per_row
+  DivU32 group_of[2];   // stats, fused: / (S T), a thread's group in its block
 };
 template <DType kIn, DType kOut>
 __global__ void __launch_bounds__(kQkBlock)
     qk_apply_small_kernel(FN_GRID_CONSTANT const QkRmsnormCall c, FN_GRID_CONSTANT const QkLaunch L,
-                          const QkSmall m) {
+                          FN_GRID_CONSTANT const QkSmall m) {
   using In = InTraits<kIn>;
   constexpr int kW = Vec<In::kBytes, kQkVec>::kWords;
   const uint32_t v = blockIdx.x * blockDim.x + threadIdx.x;
@@ -323,7 +337,7 @@ QkSmallFn qk_small_for(DType out) {
 template <DType kIn, DType kOut, QkKind kKind>
 __global__ void __launch_bounds__(kMaxBlockThreads)
     qk_small_group_kernel(FN_GRID_CONSTANT const QkRmsnormCall c, FN_GRID_CONSTANT const QkLaunch L,
-                          const QkSmall m) {
+                          FN_GRID_CONSTANT const QkSmall m) {
   using In = InTraits<kIn>;
   constexpr int kW = Vec<In::kBytes, kQkVec>::kWords;
   constexpr int kOutBytes = QkOut<kIn, kOut>::kBytes;
@@ -335,7 +349,10 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
   const QkShape& sh = L.side[j];
   const QkSide& s = j ? c.k : c.q;
   const int T = sh.threads, P = sh.partials, S = sh.steps, per = S * T;
-  const int gib = int(threadIdx.x) / per, st = int(threadIdx.x) % per / T, t = int(threadIdx.x) % T;
+  // T is a power of two (P / 8): shifts and masks.
+  const int t_shift = __ffs(T) - 1;
+  const int gib = int(m.group_of[j].div(threadIdx.x)), st = (int(threadIdx.x) - gib * per) >> t_shift;
+  const int t = int(threadIdx.x) & (T - 1);
   const int64_t gi = int64_t(j ? blockIdx.x - m.blocks[0] : blockIdx.x) * sh.groups_per_block + gib;
   const bool active = gib < sh.groups_per_block && gi < sh.groups;
   const int32_t G = int32_t(s.group), e = st * P + kQkVec * t;
@@ -381,11 +398,11 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
     v = part[0];
   }
   constexpr bool stats = kKind == QkKind::kStats;
-  const float r = row_reduce_finish<kGpuWarp, true, true>(v, t, T, int(threadIdx.x) / T, red, QkAdd(),
-                                                         QkFinish{&c, &s, stats}, result);
+  const float r = row_reduce_finish<kGpuWarp, true, true>(v, t, T, int(threadIdx.x) >> t_shift, red, QkAdd(),
+                                                         QkFinish{&c, &s, stats, qk_pow2_rcp(s.divisor)}, result);
   // The group's result from its step-0 threads, for all of its threads (a buffer of its own:
   // threads may still read `result` as row_reduce_finish returns).
-  if (st == 0 && t == 0) group_result[threadIdx.x / T] = r;
+  if (st == 0 && t == 0) group_result[int(threadIdx.x) >> t_shift] = r;
   __syncthreads();
   const float inv = group_result[gib * S];
   if (!active) return;
@@ -441,6 +458,7 @@ inline bool qk_small_groups(const QkRmsnormCall& c, QkLaunch* L, int multiproces
     m->blocks[j] = uint32_t(b);
     m->per_row[j] = uint32_t(s.width / s.group);
     m->row_of[j] = DivU32::of(m->per_row[j]);
+    m->group_of[j] = DivU32::of(uint32_t(sh.steps * sh.threads));
   }
   *threads = most;
   return blocks <= multiprocessors;
