@@ -158,7 +158,6 @@ __device__ __forceinline__ void gpu_prefetch_l2_range(const char* p, uint32_t n,
 // An opaque copy of a per-thread value: the compiler cannot see through it, so what is derived
 // from it is computed after this point, not hoisted before it.
 __device__ __forceinline__ void gpu_launder(int& v) { asm volatile("" : "+r"(v)); }
-// Programmatic dependent launch (griddepcontrol, sm_90 and later; no-ops before).
 // A hint: the line of p into L1 (after gpu_wait_for_previous_grid: L1 is not coherent with the
 // previous kernel's writes).
 __device__ __forceinline__ void gpu_prefetch_l1(const void* p) {
@@ -166,6 +165,7 @@ __device__ __forceinline__ void gpu_prefetch_l1(const void* p) {
   asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
 #endif
 }
+// Programmatic dependent launch (griddepcontrol, sm_90 and later; no-ops before).
 __device__ __forceinline__ void gpu_wait_for_previous_grid() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");

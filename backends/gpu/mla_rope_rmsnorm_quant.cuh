@@ -176,6 +176,14 @@ __device__ __forceinline__ void mla_load_tab(const MlaCall& c, const MlaAccess& 
   else CsBF16::load8(cs, 8 * u, int32_t(c.rope), a.cs, tab);
 }
 
+// v[k] / k_scale; v itself without a scale (v / 1 is v, and the encoders write one NaN for every
+// NaN).
+template <int kN>
+__device__ __forceinline__ void mla_scale_n(float v[kN], float ks) {
+  if (ks == 1.0f) return;
+#pragma unroll
+  for (int k = 0; k < kN; ++k) v[k] = math::div_rn(v[k], ks);
+}
 
 // A token's latent row, by a whole block (the token's first q block): the canonical sum of
 // squares (thread i owns partials [i*pv, i*pv + pv), pv = max(1, P / kMlaThreads); each summed
@@ -243,9 +251,7 @@ struct MlaKvRow {
       else load(IntConstant<kBytesOnly>());
 #pragma unroll
       for (int k = 0; k < kBatch; ++k) xv[k] = math::norm_apply(xv[k], inv, math::add_rn(wv[k], c.weight_offset));
-      if (ks != 1.0f)  // v / k_scale; without a scale v itself (the encoders write one NaN for every NaN)
-#pragma unroll
-        for (int k = 0; k < kBatch; ++k) xv[k] = math::div_rn(xv[k], ks);
+      mla_scale_n<kBatch>(xv, ks);
       mla_store_n<kBatch>(c, dst, idx, xv, a.cache);
     }
     const bool neox = c.neox != 0;
@@ -257,10 +263,7 @@ struct MlaKvRow {
       mla_load_n<2>(c.cs_type, cs, tdx, a.cs, tab);
       const math::RopePair p = math::rope_rotate(xv[0], xv[1], tab[0], tab[1]);
       float v[2] = {p.re, p.im};
-      if (ks != 1.0f) {
-        v[0] = math::div_rn(v[0], ks);
-        v[1] = math::div_rn(v[1], ks);
-      }
+      mla_scale_n<2>(v, ks);
       mla_store_n<2>(c, dst, idx, v, a.cache);
     }
   }

@@ -97,8 +97,8 @@ struct MlaGuess {
 FN_HD MlaGuess mla_guess(const MlaCall& c, int64_t t) {
   MlaGuess g;
   if (c.batch < 1 || c.tokens > INT32_MAX || c.batch > INT32_MAX) return g;
-  // t < T: b0 < B, so row_offsets[b0 + 1] exists. A 32-bit division where t * B fits (decode,
-  // prefill: every GPU thread computes it).
+  // t < T: b0 < B, so row_offsets[b0 + 1] exists. A 32-bit division where t * B fits (every call
+  // but the largest; the GPU kernel's thread 0 waits on it).
   const int64_t tb = t * c.batch;
   g.b = tb <= int64_t(UINT32_MAX) ? int64_t(uint32_t(tb) / uint32_t(c.tokens)) : tb / c.tokens;
   g.start = load_index(c.row_offsets, g.b);
