@@ -39,6 +39,8 @@ constexpr bool kGpuIsHip = true;
 #define FN_GRID_CONSTANT  // kernel arguments are addressable memory already
 #define FN_STORE_GLOBAL(p, v) (*(p) = (v))
 #define FN_LOAD_RO(p) (*(p))
+#define FN_STORE_STREAM(p, v) (*(p) = (v))
+#define FN_LOAD_STREAM(p) (*(p))
 #define FN_CUDA_ARCH 0  // no CUDA device pass: the portable paths everywhere
 // Kernel register and thread bounds: HIP takes the block's maximum threads.
 #define FN_KERNEL_BOUNDS(max_threads, max_regs) __launch_bounds__(max_threads)
@@ -105,6 +107,10 @@ constexpr bool kGpuIsHip = false;
 // A load through the read-only (non-coherent) path: data the kernel does not write before
 // reading it.
 #define FN_LOAD_RO(p) __ldg(p)
+// A load and a store with the streaming hint (ld/st.global.cs: evict first), for data a kernel
+// reads or writes once.
+#define FN_LOAD_STREAM(p) __ldcs(p)
+#define FN_STORE_STREAM(p, v) __stcs((p), (v))
 // The CUDA device pass's architecture (__CUDA_ARCH__: 800, 900, ...); 0 on the host pass. Device
 // code tests it to choose between the PTX wrappers below and the portable paths.
 #if defined(__CUDA_ARCH__)

@@ -82,8 +82,9 @@ __device__ __noinline__ void store_word_slow(char* row, int32_t e, int32_t h, in
 }
 
 // Loads elements e .. e+kN-1 of a row; elements at or past h read as 0.
-// kFast: the caller guarantees a full, aligned vector.
-template <int kBytes, int kN, bool kFast = false>
+// kFast: the caller guarantees a full, aligned vector. kStream (with kFast): data read once by a
+// kernel that touches nothing twice, loaded with the streaming hint (evict first).
+template <int kBytes, int kN, bool kFast = false, bool kStream = false>
 __device__ __forceinline__ void load_vec(const char* row, int32_t e, int32_t h, int32_t access,
                                          uint32_t w[Vec<kBytes, kN>::kWords]) {
   constexpr int kWords = Vec<kBytes, kN>::kWords;
@@ -92,14 +93,15 @@ __device__ __forceinline__ void load_vec(const char* row, int32_t e, int32_t h, 
     // Read-only path: every element is read once (an in-place residual by the thread that
     // writes it back, after the read).
     if (kWords == 1) {
-      w[0] = FN_LOAD_RO(reinterpret_cast<const uint32_t*>(p));
+      w[0] = kStream ? FN_LOAD_STREAM(reinterpret_cast<const uint32_t*>(p)) : FN_LOAD_RO(reinterpret_cast<const uint32_t*>(p));
     } else if (kWords == 2) {
-      const uint2 q = FN_LOAD_RO(reinterpret_cast<const uint2*>(p));
+      const uint2 q = kStream ? FN_LOAD_STREAM(reinterpret_cast<const uint2*>(p)) : FN_LOAD_RO(reinterpret_cast<const uint2*>(p));
       w[0] = q.x; w[1] = q.y;
     } else {
 #pragma unroll
       for (int i = 0; i < kWords / 4; ++i) {
-        const uint4 q = FN_LOAD_RO(reinterpret_cast<const uint4*>(p) + i);
+        const uint4 q = kStream ? FN_LOAD_STREAM(reinterpret_cast<const uint4*>(p) + i)
+                                : FN_LOAD_RO(reinterpret_cast<const uint4*>(p) + i);
         w[4 * i] = q.x; w[4 * i + 1] = q.y; w[4 * i + 2] = q.z; w[4 * i + 3] = q.w;
       }
     }
@@ -110,20 +112,27 @@ __device__ __forceinline__ void load_vec(const char* row, int32_t e, int32_t h, 
   for (int i = 0; i < kWords; ++i) w[i] = load_word_slow<kBytes>(row, e + i * kPer, h, access);
 }
 
-template <int kBytes, int kN, bool kFast = false>
+// kStream (with kFast): stored with the streaming hint (evict first), for outputs nothing reads
+// back during the kernel.
+template <int kBytes, int kN, bool kFast = false, bool kStream = false>
 __device__ __forceinline__ void store_vec(char* row, int32_t e, int32_t h, int32_t access,
                                           const uint32_t w[Vec<kBytes, kN>::kWords]) {
   constexpr int kWords = Vec<kBytes, kN>::kWords;
   char* p = row + e * kBytes;
   if (kFast || (access == kVectors && e + kN <= h)) {
     if (kWords == 1) {
-      FN_STORE_GLOBAL(reinterpret_cast<uint32_t*>(p), w[0]);
+      if (kStream) FN_STORE_STREAM(reinterpret_cast<uint32_t*>(p), w[0]);
+      else FN_STORE_GLOBAL(reinterpret_cast<uint32_t*>(p), w[0]);
     } else if (kWords == 2) {
-      FN_STORE_GLOBAL(reinterpret_cast<uint2*>(p), make_uint2(w[0], w[1]));
+      if (kStream) FN_STORE_STREAM(reinterpret_cast<uint2*>(p), make_uint2(w[0], w[1]));
+      else FN_STORE_GLOBAL(reinterpret_cast<uint2*>(p), make_uint2(w[0], w[1]));
     } else {
 #pragma unroll
-      for (int i = 0; i < kWords / 4; ++i)
-        FN_STORE_GLOBAL(reinterpret_cast<uint4*>(p) + i, make_uint4(w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]));
+      for (int i = 0; i < kWords / 4; ++i) {
+        const uint4 q = make_uint4(w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]);
+        if (kStream) FN_STORE_STREAM(reinterpret_cast<uint4*>(p) + i, q);
+        else FN_STORE_GLOBAL(reinterpret_cast<uint4*>(p) + i, q);
+      }
     }
     return;
   }

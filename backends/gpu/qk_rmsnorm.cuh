@@ -15,9 +15,10 @@
 // Blocks hold groups of one side only: q's groups first, then k's (both sides in one launch);
 // the grid is persistent and walks over the blocks' batches, prefetching its next batch into L2. Nothing of a group's arithmetic
 // depends on the grid, the row count or the other side (batch invariance).
-// Short calls (decode) with vector-aligned views take two other kernels, chosen by the host from
-// the call's size: qk_apply_small_kernel (apply: one thread a vector) and qk_small_group_kernel
-// (stats, fused: a group's steps on threads of their own, the same additions in the same order).
+// Two other kernels serve calls with vector-aligned views: apply of any size takes
+// qk_apply_small_kernel (one thread a vector), and short stats and fused calls (decode)
+// qk_small_group_kernel (a group's steps on threads of their own, the same additions in the same
+// order).
 #pragma once
 
 #include <stdint.h>
@@ -125,7 +126,8 @@ __device__ __forceinline__ void qk_gamma(DType w_type, const uint32_t* ww, float
 
 // out[e0 .. e0+7] = rn((x * inv) * (w + offset)) of one vector of the group (FP8: its codes), from
 // its input words v and weight words ww.
-template <DType kIn, DType kOut>
+// kStream: full vectors (the views allow them) stored with the streaming hint.
+template <DType kIn, DType kOut, bool kStream = false>
 __device__ __forceinline__ void qk_apply_vec(const QkRmsnormCall& c, const QkSide& s, const QkShape& sh, int32_t e0,
                                              int32_t G, const uint32_t* v, const uint32_t* ww, float inv,
                                              const PreMult& rcp, char* out) {
@@ -150,7 +152,7 @@ __device__ __forceinline__ void qk_apply_vec(const QkRmsnormCall& c, const QkSid
     for (int e = 0; e < kQkVec; ++e) y[e] = math::norm_apply(In::get(v, e), inv, g[e]);
     encode_words<kIn, kQkVec>(y, o);
   }
-  store_vec<Out::kBytes, kQkVec>(out, e0, G, sh.access_out, o);
+  store_vec<Out::kBytes, kQkVec, kStream, kStream>(out, e0, G, sh.access_out, o);
 }
 
 // FP8 outputs: r = 1 / side j's static scale, with its prescaled form (encode.cuh pre_mult).
@@ -164,9 +166,9 @@ __device__ __forceinline__ PreMult qk_out_rcp(const QkRmsnormCall& c, const QkLa
 // Registers a thread: apply and the fused form keep their group's vectors and weights of
 // kQkRegSteps steps (up to 128: one block of 512 threads an SM, or two of 256); stats keeps the
 // vectors only, in 64 (80 with f32 inputs): twice the blocks, twice the loads in flight.
-// (An element-wise apply kernel, 80 registers and 64 bytes in flight a thread, with 1/rms once per
-// row in shared memory, took 197 us against this kernel's 131 at 16384 x (4096 + 512) bf16 on
-// an H200: docs/performance.md.)
+// Apply takes this kernel only where its views do not allow vectors (qk_apply_small_kernel
+// below serves the others, at 92-94% of copy on an H200 where this kernel reached 68%:
+// docs/performance.md).
 template <DType kIn, DType kOut, QkKind kKind>
 __global__ void FN_KERNEL_BOUNDS(kQkMaxBlock, kKind != QkKind::kStats ? 128 : kIn == DType::kF32 ? 80 : 64)
     qk_rmsnorm_kernel(FN_GRID_CONSTANT const QkRmsnormCall c, FN_GRID_CONSTANT const QkLaunch L) {
@@ -278,12 +280,14 @@ __global__ void FN_KERNEL_BOUNDS(kQkMaxBlock, kKind != QkKind::kStats ? 128 : kI
 
 using QkKernelFn = void (*)(const QkRmsnormCall, const QkLaunch);
 
-// apply for short calls (decode): one thread a vector of 8 elements, q's vectors first, then k's.
-// Apply is element-wise once a row's statistic is read, so its bytes do not depend on which
-// thread computes an element: they equal the group kernel's. The host takes it where both sides'
-// views allow vectors (one leading dimension, widths a multiple of 8) and the call has at most two
-// blocks of vectors a multiprocessor (qk_small); the group kernel would spread the same rows over
-// a few blocks whose threads each do 4 vectors one after another.
+// apply where both sides' views allow vectors with one leading dimension (widths a multiple of 8):
+// one thread a vector of 8 elements, q's vectors first, then k's. Apply is element-wise once a
+// row's statistic is read, so its bytes do not depend on which thread computes an element: they
+// equal the group kernel's. Input and output move with the streaming hint (each is touched once);
+// the weights and statistics, read by many threads, with the default policy. Short calls
+// (decode) would otherwise spread their rows over a few blocks of the group kernel whose threads
+// do 4 vectors each one after another; long ones would hold a group's vectors in 128 registers a
+// thread (a quarter of the threads an SM, so fewer bytes in flight).
 struct QkSmall {
   uint32_t vectors[2];  // apply: vectors of q, of k
   uint32_t blocks[2];   // stats, fused (qk_small_group_kernel below): blocks of q, of k
@@ -308,12 +312,12 @@ __global__ void __launch_bounds__(kQkBlock)
   const char* xrow = row_at<true>(c.lead, s.in, row);
   gpu_wait_for_previous_grid();
   uint32_t x[kW], ww[kQkVec];
-  load_vec<In::kBytes, kQkVec, true>(xrow, e, width, kVectors, x);
+  load_vec<In::kBytes, kQkVec, true, true>(xrow, e, width, kVectors, x);
   qk_load_weights(s, sh, e, width, ww);
   const float stat = math::float_of(load_elem<4>(row_at<true>(c.lead, c.stats, row), j, sh.access_stats));
   gpu_allow_next_grid();
-  qk_apply_vec<kIn, kOut>(c, s, sh, e, width, x, ww, qk_inv_rms(c, s, stat), qk_out_rcp<kIn, kOut>(c, L, j),
-                          row_at<true>(c.lead, s.out, row));
+  qk_apply_vec<kIn, kOut, true>(c, s, sh, e, width, x, ww, qk_inv_rms(c, s, stat), qk_out_rcp<kIn, kOut>(c, L, j),
+                                row_at<true>(c.lead, s.out, row));
 }
 using QkSmallFn = void (*)(const QkRmsnormCall, const QkLaunch, const QkSmall);
 template <DType kIn>
@@ -329,11 +333,12 @@ QkSmallFn qk_small_for(DType out) {
 // vector a thread, where the group kernel runs a thread's S vectors one after another. Thread
 // (s, t) of a group (index s T + t in the group's run of the block) squares its vector; after a
 // barrier, thread (0, t) adds the S squares of partial 8t + e in step order, as the group
-// kernel's thread t does in registers (the canonical order, docs/numerics.md §2), and the same
-// tree follows (row_reduce_finish over the group's T threads of step 0; the threads of the
-// other steps reduce zeros beside them). Every thread then reads the group's result and applies
-// its own vector. The host takes it where the views allow vectors with one leading dimension, G
-// is whole steps, S T <= 1024 and the grid is at most a block a multiprocessor (qk_small_groups).
+// kernel's thread t does in registers (the canonical order, docs/numerics.md §2; with one step
+// the squares are the partials, no barrier), and the same tree follows (row_reduce_finish's,
+// over the group's T threads of step 0; the threads of the other steps reduce zeros beside them),
+// with the formula evaluated by every warp of the group. Every thread then applies its own
+// vector. The host takes it where the views allow vectors with one leading dimension, G is whole
+// steps, S T <= 1024 and the grid is at most a block a multiprocessor (qk_small_groups).
 template <DType kIn, DType kOut, QkKind kKind>
 __global__ void __launch_bounds__(kMaxBlockThreads)
     qk_small_group_kernel(FN_GRID_CONSTANT const QkRmsnormCall c, FN_GRID_CONSTANT const QkLaunch L,
@@ -343,7 +348,6 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
   constexpr int kOutBytes = QkOut<kIn, kOut>::kBytes;
   __shared__ __align__(16) float squares[kMaxBlockThreads][kQkVec];
   __shared__ __align__(16) float red[kMaxBlockThreads / kGpuWarp];
-  __shared__ float result[kMaxBlockThreads];  // row_reduce_finish's, a "row" of T threads each
   __shared__ float group_result[kMaxBlockThreads];
   const int j = blockIdx.x < m.blocks[0] ? 0 : 1;
   const QkShape& sh = L.side[j];
@@ -366,45 +370,61 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
     if (kKind != QkKind::kStats) qk_load_weights(s, sh, e, G, ww);
   }
   gpu_allow_next_grid();
-  float sq[kQkVec];
+  float part[kQkVec];
 #pragma unroll
   for (int k = 0; k < kQkVec; ++k) {
     const float xk = In::get(x, k);
-    sq[k] = math::mul_rn(xk, xk);
+    part[k] = math::mul_rn(xk, xk);
   }
-  float4* mine = reinterpret_cast<float4*>(squares[threadIdx.x]);
-  mine[0] = make_float4(sq[0], sq[1], sq[2], sq[3]);
-  mine[1] = make_float4(sq[4], sq[5], sq[6], sq[7]);
-  __syncthreads();
-  float v = 0.0f;
-  if (st == 0 && active) {
-    float part[kQkVec];
+  // S is the same for the whole block (one side): with one step the thread's squares are its
+  // partials; else they meet in shared memory and the step-0 threads add them in step order.
+  if (S > 1) {
+    float4* mine = reinterpret_cast<float4*>(squares[threadIdx.x]);
+    mine[0] = make_float4(part[0], part[1], part[2], part[3]);
+    mine[1] = make_float4(part[4], part[5], part[6], part[7]);
+    __syncthreads();
 #pragma unroll
     for (int k = 0; k < kQkVec; ++k) part[k] = 0.0f;
+    if (st == 0 && active) {
 #pragma unroll
-    for (int u = 0; u < kMaxSteps; ++u) {
-      if (u >= S) break;
-      const float4* q = reinterpret_cast<const float4*>(squares[threadIdx.x + u * T]);
-      const float4 a = q[0], b = q[1];
-      part[0] = math::add_rn(part[0], a.x); part[1] = math::add_rn(part[1], a.y);
-      part[2] = math::add_rn(part[2], a.z); part[3] = math::add_rn(part[3], a.w);
-      part[4] = math::add_rn(part[4], b.x); part[5] = math::add_rn(part[5], b.y);
-      part[6] = math::add_rn(part[6], b.z); part[7] = math::add_rn(part[7], b.w);
+      for (int u = 0; u < kMaxSteps; ++u) {
+        if (u >= S) break;
+        const float4* q = reinterpret_cast<const float4*>(squares[threadIdx.x + u * T]);
+        const float4 a = q[0], b = q[1];
+        part[0] = math::add_rn(part[0], a.x); part[1] = math::add_rn(part[1], a.y);
+        part[2] = math::add_rn(part[2], a.z); part[3] = math::add_rn(part[3], a.w);
+        part[4] = math::add_rn(part[4], b.x); part[5] = math::add_rn(part[5], b.y);
+        part[6] = math::add_rn(part[6], b.z); part[7] = math::add_rn(part[7], b.w);
+      }
     }
-#pragma unroll
-    for (int n = kQkVec; n > 1; n /= 2)
-#pragma unroll
-      for (int k = 0; k < n / 2; ++k) part[k] = math::add_rn(part[2 * k], part[2 * k + 1]);
-    v = part[0];
   }
+#pragma unroll
+  for (int n = kQkVec; n > 1; n /= 2)
+#pragma unroll
+    for (int k = 0; k < n / 2; ++k) part[k] = math::add_rn(part[2 * k], part[2 * k + 1]);
+  // The tree over the group's T step-0 threads (row_reduce_finish's, with its formula evaluated
+  // by every warp of the group: one barrier where T spans warps, none where the group is one
+  // step of at most a warp). Inactive threads and those of later steps reduce zeros.
+  float v = part[0];
+  const int lanes = T < kGpuWarp ? T : kGpuWarp;
+#pragma unroll
+  for (int k = 1; k < kGpuWarp; k *= 2)
+    if (k < lanes) v = math::add_rn(v, FN_SHFL_XOR(v, k, kGpuWarp));
   constexpr bool stats = kKind == QkKind::kStats;
-  const float r = row_reduce_finish<kGpuWarp, true, true>(v, t, T, int(threadIdx.x) >> t_shift, red, QkAdd(),
-                                                         QkFinish{&c, &s, stats, qk_pow2_rcp(s.divisor)}, result);
-  // The group's result from its step-0 threads, for all of its threads (a buffer of its own:
-  // threads may still read `result` as row_reduce_finish returns).
-  if (st == 0 && t == 0) group_result[int(threadIdx.x) >> t_shift] = r;
-  __syncthreads();
-  const float inv = group_result[gib * S];
+  const QkFinish finish{&c, &s, stats, qk_pow2_rcp(s.divisor)};
+  float inv;
+  if (T >= kGpuWarp) {
+    if (threadIdx.x % kGpuWarp == 0) red[threadIdx.x / kGpuWarp] = v;
+    __syncthreads();
+    // Every warp of the group combines the warp results of its step-0 threads.
+    inv = active ? finish(combine_warps<kGpuWarp, true>(red + (gib * per) / kGpuWarp, T / kGpuWarp, QkAdd())) : 0.0f;
+  } else if (S == 1) {
+    inv = finish(v);
+  } else {
+    if (st == 0 && t == 0) group_result[gib] = finish(v);
+    __syncthreads();
+    inv = group_result[gib];
+  }
   if (!active) return;
   if constexpr (stats) {
     if (st == 0 && t == 0)
@@ -464,11 +484,12 @@ inline bool qk_small_groups(const QkRmsnormCall& c, QkLaunch* L, int multiproces
   return blocks <= multiprocessors;
 }
 
-// Whether apply takes qk_apply_small_kernel (from the views, the widths and the call's size; the
-// bytes are the same either way), and its vector counts.
-inline bool qk_small(const QkRmsnormCall& c, const QkLaunch& L, int multiprocessors, QkSmall* m) {
+// Whether apply takes qk_apply_small_kernel (from the views and the widths; the bytes are the
+// same either way), and its vector counts: not for views that do not allow vectors with one
+// leading dimension, nor for 2^31 vectors or more.
+inline bool qk_small(const QkRmsnormCall& c, const QkLaunch& L, QkSmall* m) {
   if (c.kind != QkKind::kApply || c.lead.ndim > 1) return false;
-  const int64_t limit = int64_t(multiprocessors) * 2 * kQkBlock;
+  const int64_t limit = int64_t(1) << 31;
   int64_t total = 0;
   for (int j = 0; j < 2; ++j) {
     const QkSide& s = j ? c.k : c.q;
@@ -476,13 +497,14 @@ inline bool qk_small(const QkRmsnormCall& c, const QkLaunch& L, int multiprocess
     if (s.width % kQkVec != 0 || sh.access_in != kVectors || sh.access_out != kVectors || sh.access_w != kVectors)
       return false;
     const int64_t per_row = s.width / kQkVec;
-    if (per_row > limit || c.lead.rows > limit) return false;
+    if (per_row >= limit || c.lead.rows >= limit) return false;
     total += c.lead.rows * per_row;
-    m->vectors[j] = uint32_t(std::min(c.lead.rows * per_row, limit + 1));
+    if (total >= limit) return false;
+    m->vectors[j] = uint32_t(c.lead.rows * per_row);
     m->per_row[j] = uint32_t(per_row);
     m->row_of[j] = DivU32::of(uint32_t(per_row));
   }
-  return total <= limit;
+  return true;
 }
 
 // A side's mapping: from G and the views' alignments only (never from the row count).
@@ -554,7 +576,7 @@ fusednorm_status plugin_qk_rmsnorm(const QkRmsnormCall* call, int32_t device, vo
   QkSmall m;
   QkLaunch Ls = L;
   int small_threads = kQkBlock;
-  const bool small_apply = qk_small(c, L, dev.multiprocessors, &m);
+  const bool small_apply = qk_small(c, L, &m);
   if (small_apply || qk_small_groups(c, &Ls, dev.multiprocessors, &m, &small_threads)) {
     const QkSmallFn fs = c.in_type == DType::kF32   ? qk_small_for<DType::kF32>(c.kind, c.out_type)
                          : c.in_type == DType::kF16 ? qk_small_for<DType::kF16>(c.kind, c.out_type)

@@ -69,6 +69,23 @@ __device__ __forceinline__ T combine_shared(const T* r, Combine combine) {
   return v[0];
 }
 
+// The n warp results of a row at red (n a power of two, 2 <= n <= kWarp) combined in the canonical
+// pairwise tree, the same value in every lane of the calling warp. kLocal and n <= 8: every lane
+// reads them (vector loads of one address: broadcasts) and combines them in registers, no
+// shuffle latencies; else a warp's butterfly, lanes past n holding 0 and the levels past n
+// combining with it (combine(x, 0) == x).
+template <int kWarp, bool kLocal, class T, class Combine>
+__device__ __forceinline__ T combine_warps(const T* red, int n, Combine combine) {
+  T p;
+  if (kLocal && n <= 8) {
+    with_lanes<2, 8>(n, [&](auto n_c) { p = combine_shared<decltype(n_c)::value>(red, combine); });
+  } else {
+    const int lane = threadIdx.x % kWarp;
+    p = warp_reduce<kWarp>(lane < n ? red[lane] : T(0), combine);
+  }
+  return p;
+}
+
 // A row's reduction followed by its scalar formula (inv_rms, the scale): below the warp every
 // lane reduces and evaluates it; above, warp results meet in shared memory `red`, the row's
 // first warp combines them in the same pairwise order and its lane 0 evaluates the formula once
@@ -98,16 +115,7 @@ __device__ __forceinline__ auto row_reduce_finish(T v, int t, int threads_per_ro
   if (lane == 0) red[warp] = v;
   __syncthreads();
   if (!kOnce || warp == first) {
-    const int n = threads_per_row / kWarp;
-    T p;
-    if (kLocal && n <= 8) {
-      // Every lane reads the row's n warp results (vector loads of one address: broadcasts) and
-      // combines them in registers in the same pairwise tree: no shuffle latencies.
-      with_lanes<2, 8>(n, [&](auto n_c) { p = combine_shared<decltype(n_c)::value>(red + first, combine); });
-    } else {
-      // Lanes past the row's n warps hold 0 and the levels past n combine with it: no conditions.
-      p = warp_reduce<kWarp>(lane < n ? red[first + lane] : T(0), combine);
-    }
+    const T p = combine_warps<kWarp, kLocal>(red + first, threads_per_row / kWarp, combine);
     // Every warp evaluates it; the butterfly left the same bits in every lane (its pairwise
     // steps are commutative).
     if (!kOnce) return finish(p);
