@@ -38,18 +38,41 @@ HWY_INLINE void StorePackedFp4(VU c0, VU c1, char* out) {
 #endif
 }
 
+// Codes of 4 Lanes values (c0, then c1, c2, c3) packed two a byte into out[0, 2 Lanes). x86: the
+// codes as bytes in order (PackBytes4x1), whose u16 lanes b_even | b_odd << 8 become b_even |
+// b_odd << 4 in their low byte by | (>> 4), kept by one truncating narrowing.
+HWY_INLINE void StorePackedFp4x4(VU c0, VU c1, VU c2, VU c3, char* out) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  const __m512i b = PackBytes4x1(c0, c1, c2, c3);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm512_cvtepi16_epi8(_mm512_or_si512(b, _mm512_srli_epi16(b, 4))));
+#elif HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
+  const __m256i b = PackBytes4x1(c0, c1, c2, c3);
+  const __m256i w = _mm256_and_si256(_mm256_or_si256(b, _mm256_srli_epi16(b, 4)), _mm256_set1_epi16(0xFF));
+  const __m256i p = _mm256_packus_epi16(w, w);  // 128-bit half k: its 8 bytes, twice
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm256_castsi256_si128(_mm256_permute4x64_epi64(p, 0x08)));
+#else
+  const int64_t n = int64_t(hn::Lanes(DU()));
+  StorePackedFp4(c0, c1, out);
+  StorePackedFp4(c2, c3, out + n);
+#endif
+}
+
 // q_i = enc_e2m1(y_i × r_block) for the row, packed into out. y: the row's y (h_pad floats).
+// kNoNaN: no block holds a NaN or Inf (every r finite, so no y × r is NaN): the encoder without
+// its NaN select.
+template <bool kNoNaN>
 HWY_NOINLINE void EncodeFp4Row(const float* y, const float* r, int64_t h, int64_t block, char* out) {
   const DF df;
   const int64_t n = int64_t(hn::Lanes(df));
   int64_t i = 0;
   if (block >= n) {  // a vector lies in one block (both are powers of two: a shift, not a division)
     const int shift = __builtin_ctzll(uint64_t(block));
-    for (; i + 2 * n <= h; i += 2 * n) {
-      const VF v0 = hn::Mul(hn::LoadU(df, y + i), hn::Set(df, r[i >> shift]));
-      const VF v1 = hn::Mul(hn::LoadU(df, y + i + n), hn::Set(df, r[(i + n) >> shift]));
-      StorePackedFp4(EncodeMini<math::f4e2m1, false>(v0), EncodeMini<math::f4e2m1, false>(v1), out + i / 2);
-    }
+    const auto enc = [&](int64_t k) {
+      const VF v = hn::Mul(hn::LoadU(df, y + k), hn::Set(df, r[k >> shift]));
+      return kNoNaN ? EncodeF4e2m1NoNaN(v) : EncodeMini<math::f4e2m1, false>(v);
+    };
+    for (; i + 4 * n <= h; i += 4 * n) StorePackedFp4x4(enc(i), enc(i + n), enc(i + 2 * n), enc(i + 3 * n), out + i / 2);
+    for (; i + 2 * n <= h; i += 2 * n) StorePackedFp4(enc(i), enc(i + n), out + i / 2);
   }
   for (; i < h; i += 2)
     out[i / 2] = char(math::f4e2m1::encode<false>(math::mul_rn(y[i], r[i / block])) |
@@ -116,16 +139,19 @@ HWY_NOINLINE void YBlockMax(const char* x, const float* g, VF inv, float* y, int
 // The block scales of a row, Lanes blocks at a time: the shared math's formulas
 // (math::nvfp4_block_scale / mxfp4_block_scale) as vector operations. Every step is an exact
 // IEEE operation or an encoder proven equal to the scalar one; dec(sf) is a table lookup of the
-// shared decoder. codes[b], r[b] for b < blocks (amax padded to a multiple of Lanes).
-HWY_NOINLINE void BlockScales(const uint32_t* amax, int64_t blocks, bool nv, float gs, const float* dec_table,
+// shared decoder. codes[b], r[b] for b < blocks (amax padded to a multiple of Lanes). Returns
+// whether no block holds a NaN or Inf.
+HWY_NOINLINE bool BlockScales(const uint32_t* amax, int64_t blocks, bool nv, float gs, const float* dec_table,
                               uint32_t* codes, float* r) {
   const DF df;
   const DU du;
   const DI di;
   const int64_t n = int64_t(hn::Lanes(df));
   int64_t b = 0;
+  VU most = hn::Zero(du);
   for (; b + n <= blocks; b += n) {
     const VU a = hn::LoadU(du, amax + b);
+    most = hn::Max(most, a);
     const auto bad = hn::RebindMask(df, GeS(a, math::kF32InfBits));  // NaN or Inf in the block
     VU code;
     VF rv;
@@ -145,11 +171,14 @@ HWY_NOINLINE void BlockScales(const uint32_t* amax, int64_t blocks, bool nv, flo
     hn::StoreU(code, du, codes + b);
     hn::StoreU(hn::IfThenZeroElse(bad, rv), df, r + b);
   }
+  bool finite = hn::AllTrue(df, hn::RebindMask(df, LtS(most, math::kF32InfBits)));
   for (; b < blocks; ++b) {
     const math::BlockScale sc = nv ? math::nvfp4_block_scale(amax[b], gs) : math::mxfp4_block_scale(amax[b]);
     codes[b] = sc.code;
     r[b] = sc.r;
+    finite = finite && amax[b] < math::kF32InfBits;
   }
+  return finite;
 }
 
 // dec(sf) of every scale code (the shared decoders) of NVFP4 (e4m3fn) or MXFP4 (e8m0), for the
@@ -181,6 +210,7 @@ void RmsnormFp4RowsT(const RmsnormFp4Call& c, int64_t row_begin, int64_t row_end
   const float gs = global_scale_value(c.global_scale);
   const bool nv = c.format == FUSEDNORM_FP4_NVFP4;
   const float* dec_table = ScaleDecodeTable(nv);
+  const bool gs_finite = (math::bits_of(gs) & math::kF32AbsMask) < math::kF32InfBits;
   for (int64_t r = row_begin; r < row_end; ++r) {
     char* out = row_ptr(c.lead, c.out, r);
     NextRow next;
@@ -188,7 +218,7 @@ void RmsnormFp4RowsT(const RmsnormFp4Call& c, int64_t row_begin, int64_t row_end
     const char* x = StartRow<InT>(c, r, h_f, part, &next, &inv_s);
     if (c.block >= n) YBlockMax<InT>(x, g, hn::Set(df, inv_s), y, h, c.block, amax, next);
     else YAbsMaxUnits<InT>(x, g, hn::Set(df, inv_s), y, h, c.block, amax, next);
-    BlockScales(amax, blocks, nv, gs, dec_table, codes, rcp);
+    const bool finite = BlockScales(amax, blocks, nv, gs, dec_table, codes, rcp);
     char* srow = c.swizzled ? c.scales.data : row_ptr(c.lead, c.scales, r);
     if (c.swizzled) {
       // Blocks 4k .. 4k+3 of a row are 4 adjacent bytes of the 128x4 tile layout, tile k at
@@ -203,7 +233,9 @@ void RmsnormFp4RowsT(const RmsnormFp4Call& c, int64_t row_begin, int64_t row_end
     } else {
       for (int64_t b = 0; b < blocks; ++b) srow[b] = char(codes[b]);
     }
-    EncodeFp4Row(y, rcp, h, c.block, out);
+    // A finite row and global scale: every r is finite, so no y × r is NaN.
+    if (finite && gs_finite) EncodeFp4Row<true>(y, rcp, h, c.block, out);
+    else EncodeFp4Row<false>(y, rcp, h, c.block, out);
   }
 }
 

@@ -10,6 +10,8 @@
 #define FUSEDNORM_CPU_SIMD_MATH_INL_H_
 #endif
 
+#include <type_traits>
+
 #include "hwy/highway.h"
 #include "math/quant_math.h"
 
@@ -98,6 +100,26 @@ HWY_INLINE VU EncodeMiniNoNaN(VF v) {
   return hn::Or(code, hn::IfThenZeroElse(hn::Eq(code, SetU(0)), hn::AndNot(low, sign)));
 }
 
+// f4e2m1 for every input but NaN (NaN lanes: unspecified codes), in float arithmetic and with no
+// compares: quant_math.h's f4e2m1_num_low3 with its constant folded in. c = min(|v|, 6) (Inf
+// included) and d = max(c, 1), whose binade b = E - 127 (0, 1 or 2) has the e2m1 quantum 2^(b-1);
+// M = 2^(E - 127 + 22) has that quantum as its f32 ulp, so c + M' with M' = M + 6 ulps rounds c to
+// the same grid with the same parity (6 is even): bits(c + M') = bits(M) + 6 + k, k = rn(c /
+// quantum). bits(M') >> 22 = 2E + 44, and bits(M) is a multiple of 8, so the low three bits of
+// bits(c + M') + (bits(M') >> 22) are k + 2b + 8 (mod 8): the code (as in f4e2m1_num_low3). The
+// sign goes to bit 3 by one bit select. EncodeMini<f4e2m1> is this with the NaN select, so the
+// exhaustive sweep of fusednorm_cast to f4e2m1 proves it for every non-NaN input.
+HWY_INLINE VU EncodeF4e2m1NoNaN(VF v) {
+  const DF df;
+  const DU du;
+  const VU u = hn::BitCast(du, v);
+  const VF c = hn::Min(hn::BitCast(df, hn::And(u, SetU(math::kF32AbsMask))), hn::Set(df, 6.0f));
+  const VU e = hn::And(hn::BitCast(du, hn::Max(c, hn::Set(df, 1.0f))), SetU(0x7F800000u));
+  const VU m = hn::Add(e, SetU((22u << 23) + 6u));
+  const VU code = hn::Add(hn::BitCast(du, hn::Add(c, hn::BitCast(df, m))), hn::ShiftRight<22>(m));
+  return BitSelect(SetU(7u), code, hn::ShiftRight<28>(u));  // bits 0-2: the code; bit 3: the sign
+}
+
 // MiniFloat<...>::encode, lane-wise.
 template <class F, bool kKeepNanSign>
 HWY_INLINE VU EncodeMini(VF v) {
@@ -107,6 +129,7 @@ HWY_INLINE VU EncodeMini(VF v) {
   const VU nan = (F::kNanHasSign && kKeepNanSign)
                      ? hn::Or(SetU(F::kNan), hn::ShiftLeft<F::kSignShift>(hn::ShiftRight<31>(u)))
                      : SetU(F::kNan);
+  if constexpr (std::is_same<F, math::f4e2m1>::value) return Sel(GtS(a, math::kF32InfBits), nan, EncodeF4e2m1NoNaN(v));
   return Sel(GtS(a, math::kF32InfBits), nan, EncodeMiniNoNaN<F>(v));
 }
 
@@ -256,22 +279,36 @@ HWY_INLINE void StoreCodes(VU codes, char* row, int64_t i) {
   }
 }
 
-// Store 4 * Lanes(DF()) one-byte codes (u32 lanes, each in [0, 255]) to row[i...]: the lanes of
-// c0, then c1, c2, c3. x86: two saturating packs (exact on [0, 255]) and one lane permutation
-// instead of a demotion per vector.
-HWY_INLINE void StoreCodes4x1(VU c0, VU c1, VU c2, VU c3, char* row, int64_t i) {
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+// 4 * Lanes(DF()) one-byte codes (u32 lanes, each in [0, 255]) as bytes in order: the lanes of c0,
+// then c1, c2, c3. Two saturating packs (exact on [0, 255]) and one lane permutation instead of a
+// demotion per vector.
+#if HWY_TARGET <= HWY_AVX3
+HWY_INLINE __m512i PackBytes4x1(VU c0, VU c1, VU c2, VU c3) {
   const __m512i ab = _mm512_packs_epi32(c0.raw, c1.raw);  // per 128-bit block k: c0[4k..4k+3], c1[4k..]
   const __m512i cd = _mm512_packs_epi32(c2.raw, c3.raw);
   const __m512i b = _mm512_packus_epi16(ab, cd);          // dword 4k + v: lanes 4k..4k+3 of c_v
   const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-  _mm512_storeu_si512(reinterpret_cast<void*>(row + i), _mm512_permutexvar_epi32(idx, b));
-#elif HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
+  return _mm512_permutexvar_epi32(idx, b);
+}
+#else
+HWY_INLINE __m256i PackBytes4x1(VU c0, VU c1, VU c2, VU c3) {
   const __m256i ab = _mm256_packs_epi32(c0.raw, c1.raw);
   const __m256i cd = _mm256_packs_epi32(c2.raw, c3.raw);
   const __m256i b = _mm256_packus_epi16(ab, cd);
   const __m256i idx = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + i), _mm256_permutevar8x32_epi32(b, idx));
+  return _mm256_permutevar8x32_epi32(b, idx);
+}
+#endif
+#endif
+
+// Store 4 * Lanes(DF()) one-byte codes (u32 lanes, each in [0, 255]) to row[i...]: the lanes of
+// c0, then c1, c2, c3.
+HWY_INLINE void StoreCodes4x1(VU c0, VU c1, VU c2, VU c3, char* row, int64_t i) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  _mm512_storeu_si512(reinterpret_cast<void*>(row + i), PackBytes4x1(c0, c1, c2, c3));
+#elif HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + i), PackBytes4x1(c0, c1, c2, c3));
 #elif HWY_ARCH_X86 && (HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3)
   const __m128i ab = _mm_packs_epi32(c0.raw, c1.raw);
   const __m128i cd = _mm_packs_epi32(c2.raw, c3.raw);
