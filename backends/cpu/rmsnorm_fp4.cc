@@ -69,7 +69,7 @@ HWY_NOINLINE void EncodeFp4Row(const float* y, const float* r, int64_t h, int64_
     const int shift = __builtin_ctzll(uint64_t(block));
     const auto enc = [&](int64_t k) {
       const VF v = hn::Mul(hn::LoadU(df, y + k), hn::Set(df, r[k >> shift]));
-      return kNoNaN ? EncodeF4e2m1NoNaN(v) : EncodeMini<math::f4e2m1, false>(v);
+      return kNoNaN ? EncodeMiniNoNaN<math::f4e2m1>(v) : EncodeMini<math::f4e2m1, false>(v);
     };
     for (; i + 4 * n <= h; i += 4 * n) StorePackedFp4x4(enc(i), enc(i + n), enc(i + 2 * n), enc(i + 3 * n), out + i / 2);
     for (; i + 2 * n <= h; i += 2 * n) StorePackedFp4(enc(i), enc(i + n), out + i / 2);

@@ -10,8 +10,6 @@
 #define FUSEDNORM_CPU_SIMD_MATH_INL_H_
 #endif
 
-#include <type_traits>
-
 #include "hwy/highway.h"
 #include "math/quant_math.h"
 
@@ -54,18 +52,28 @@ HWY_INLINE VU BitSelect(VU mask, VU yes, VU no) {
 }
 
 // ---------------------------------------------------------------- encoders (codes in u32 lanes)
-// MiniFloat<...>::encode for every input but NaN, lane-wise (NaN lanes: unspecified codes).
-// The operations call it directly where the unit is known to hold no NaN; EncodeMini below adds
-// the NaN branch, so the exhaustive test of EncodeMini covers this function for all non-NaN inputs.
-//   normal:    ((a + 2^(s-1) - 1 + lsb) >> s) - rebias, computed as (a + 2^(s-1) - 1 - (rebias << s)
-//              + lsb) >> s: for a >= 2^emin the sum never borrows, so the two are equal;
-//   subnormal: bits(a + K) = bits(K) + code, and bits(K) has zeros in its low 23 bits;
-//   so below the saturation threshold MiniNoSatBits (where both give codes < 2^kSignShift),
-//   the low kSignShift bits of the selected value are the magnitude's code, and one bit select
-//   (vpternlog on AVX3) puts the sign above them;
-//   saturate:  a >= MiniNoSatBits (Inf included) gives the largest finite code; below it, RNE
-//              gives at most that code, so !kSaturate (the caller knows every |v| is below it)
-//              leaves the select out and changes no code.
+// MiniFloat<...>::encode for every input but NaN, lane-wise (NaN lanes: unspecified codes), in
+// float arithmetic and without compares. The operations call it directly where the unit is known
+// to hold no NaN; EncodeMini below adds the NaN branch, so the exhaustive test of EncodeMini
+// (tests/cpu/encoders_exhaustive_test.cc, every target) covers it for all non-NaN inputs.
+//   c = min(|v|, max finite) (saturation, Inf included; the format's grid rounds every value
+//   between the largest finite and the saturation threshold MiniNoSatBits to it, so !kSaturate,
+//   for callers that know every |v| is below the threshold, leaves the min out and changes no
+//   code); d = max(c, 2^emin), whose binade b = E - 127 >= emin has the format's quantum
+//   2^(b - m) (m mantissa bits; below 2^emin the subnormal quantum 2^(emin - m) is the same).
+//   M = 2^(b + 23 - m) has that quantum as its f32 ulp, so rn(c + M') with M' = M + j ulps (j
+//   even: the same grid, the same parity) is M + (j + k) ulps, k = rn(c / quantum), and the code
+//   is k + 2^m (b - emin). Its low W bits (W = kSignShift, the magnitude's) are those of
+//   bits(c + M') + (bits(M') >> (23 - m)) = j + k + 2^m (E + 23 - m) (mod 2^W; bits(M) is a
+//   multiple of 2^W), which is the code for j = -2^m (23 - m + 127 + emin) mod 2^W
+//   (MiniMagicOffset). The sign goes above it by one bit select (formats without a negative
+//   zero: only on a nonzero code).
+template <class F>
+constexpr uint32_t MiniMagicOffset() {
+  constexpr int64_t kW = int64_t(1) << F::kSignShift;
+  constexpr int64_t kJ = -(int64_t(1) << F::kMan) * (23 - F::kMan + 127 + F::kEmin);
+  return uint32_t(((kJ % kW) + kW) % kW);
+}
 template <class F>
 constexpr uint32_t MiniNoSatBits() {
   // The midpoint between the largest finite and the next value of the format's grid (a tie there
@@ -79,45 +87,16 @@ HWY_INLINE VU EncodeMiniNoNaN(VF v) {
   const DF df;
   const DU du;
   const VU u = hn::BitCast(du, v);
-  const VU a = hn::And(u, SetU(math::kF32AbsMask));
-  constexpr uint32_t kBias = ((1u << (F::kShift - 1)) - 1u) - (F::kRebias << F::kShift);
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  // lsb as a mask: a test and a masked add instead of a shift, an and and an add.
-  const VU rnd = hn::IfThenElse(hn::TestBit(a, SetU(1u << F::kShift)), hn::Add(a, SetU(kBias + 1u)),
-                                hn::Add(a, SetU(kBias)));
-#else
-  const VU lsb = hn::And(hn::ShiftRight<F::kShift>(a), SetU(1));
-  const VU rnd = hn::Add(hn::Add(a, SetU(kBias)), lsb);
-#endif
-  const VU normal = hn::ShiftRight<F::kShift>(rnd);
-  const VU sub = hn::BitCast(du, hn::Add(hn::BitCast(df, a), hn::BitCast(df, SetU(F::kSubMagicBits))));
-  VU code = Sel(GeS(a, F::kMinNormalBits), normal, sub);  // low kSignShift bits: the code
-  if (kSaturate) code = Sel(GeS(a, MiniNoSatBits<F>()), SetU(F::kMaxCodeBits), code);
-  const VU low = SetU((1u << F::kSignShift) - 1u);
+  VF c = hn::BitCast(df, hn::And(u, SetU(math::kF32AbsMask)));
+  if (kSaturate) c = hn::Min(c, hn::BitCast(df, SetU(F::kMaxBits)));
+  const VU e = hn::And(hn::BitCast(du, hn::Max(c, hn::BitCast(df, SetU(F::kMinNormalBits)))), SetU(math::kF32InfBits));
+  const VU m = hn::Add(e, SetU((uint32_t(F::kShift) << 23) + MiniMagicOffset<F>()));
+  const VU code = hn::Add(hn::BitCast(du, hn::Add(c, hn::BitCast(df, m))), hn::ShiftRight<F::kShift>(m));
+  const VU low = SetU(F::kMagMask);
   const VU sign = hn::ShiftRight<31 - F::kSignShift>(u);  // bit kSignShift: the sign; above: 0
   if (F::kNegZero) return BitSelect(low, code, sign);
-  code = hn::And(code, low);
-  return hn::Or(code, hn::IfThenZeroElse(hn::Eq(code, SetU(0)), hn::AndNot(low, sign)));
-}
-
-// f4e2m1 for every input but NaN (NaN lanes: unspecified codes), in float arithmetic and with no
-// compares: quant_math.h's f4e2m1_num_low3 with its constant folded in. c = min(|v|, 6) (Inf
-// included) and d = max(c, 1), whose binade b = E - 127 (0, 1 or 2) has the e2m1 quantum 2^(b-1);
-// M = 2^(E - 127 + 22) has that quantum as its f32 ulp, so c + M' with M' = M + 6 ulps rounds c to
-// the same grid with the same parity (6 is even): bits(c + M') = bits(M) + 6 + k, k = rn(c /
-// quantum). bits(M') >> 22 = 2E + 44, and bits(M) is a multiple of 8, so the low three bits of
-// bits(c + M') + (bits(M') >> 22) are k + 2b + 8 (mod 8): the code (as in f4e2m1_num_low3). The
-// sign goes to bit 3 by one bit select. EncodeMini<f4e2m1> is this with the NaN select, so the
-// exhaustive sweep of fusednorm_cast to f4e2m1 proves it for every non-NaN input.
-HWY_INLINE VU EncodeF4e2m1NoNaN(VF v) {
-  const DF df;
-  const DU du;
-  const VU u = hn::BitCast(du, v);
-  const VF c = hn::Min(hn::BitCast(df, hn::And(u, SetU(math::kF32AbsMask))), hn::Set(df, 6.0f));
-  const VU e = hn::And(hn::BitCast(du, hn::Max(c, hn::Set(df, 1.0f))), SetU(0x7F800000u));
-  const VU m = hn::Add(e, SetU((22u << 23) + 6u));
-  const VU code = hn::Add(hn::BitCast(du, hn::Add(c, hn::BitCast(df, m))), hn::ShiftRight<22>(m));
-  return BitSelect(SetU(7u), code, hn::ShiftRight<28>(u));  // bits 0-2: the code; bit 3: the sign
+  const VU mag = hn::And(code, low);
+  return hn::Or(mag, hn::IfThenZeroElse(hn::Eq(mag, SetU(0)), hn::AndNot(low, sign)));
 }
 
 // MiniFloat<...>::encode, lane-wise.
@@ -129,7 +108,6 @@ HWY_INLINE VU EncodeMini(VF v) {
   const VU nan = (F::kNanHasSign && kKeepNanSign)
                      ? hn::Or(SetU(F::kNan), hn::ShiftLeft<F::kSignShift>(hn::ShiftRight<31>(u)))
                      : SetU(F::kNan);
-  if constexpr (std::is_same<F, math::f4e2m1>::value) return Sel(GtS(a, math::kF32InfBits), nan, EncodeF4e2m1NoNaN(v));
   return Sel(GtS(a, math::kF32InfBits), nan, EncodeMiniNoNaN<F>(v));
 }
 
