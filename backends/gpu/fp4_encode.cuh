@@ -25,6 +25,19 @@ __device__ __forceinline__ float load_f32_any(const char* p) {
   return math::float_of(u);
 }
 
+// The nibble of a code: bits 0-2 of low3 (f4e2m1_num_low3), bit 3 from sh = bits(p) >> 28 (the
+// sign; sh is below 16). One bit select (LOP3 with the mask 7: the compiler, knowing sh's range,
+// would otherwise mask each side apart).
+__device__ __forceinline__ uint32_t fp4_nibble(uint32_t low3, uint32_t sh) {
+#if FN_CUDA_ARCH > 0
+  uint32_t r;
+  asm("lop3.b32 %0, %1, %2, 7, 0xE4;" : "=r"(r) : "r"(low3), "r"(sh));  // 7 ? low3 : sh, bit by bit
+  return r;
+#else
+  return (low3 & 7u) | (sh & ~7u);
+#endif
+}
+
 // kVec e2m1 codes of v × r in one word, element j in bits 4j .. 4j+3 (element 2k in the low nibble
 // of byte k). Where no v × r can be NaN (`num`: the block's y are finite, so its amax is below
 // Inf's bits, and r is finite) the float-arithmetic encoder, else the branch-free one (both proven
@@ -33,16 +46,14 @@ template <int kVec>
 __device__ __forceinline__ uint32_t pack_fp4(const float v[kVec], float r, bool num) {
   uint32_t w = 0;
   if (num) {
-    // encode_f4e2m1_num in pieces: the codes' low 3 bits and the signs gathered apart (a shift
-    // and a masked OR each), nibble j = encode_f4e2m1_num(v[j] * r).
-    uint32_t codes = 0, signs = 0;
+    // encode_f4e2m1_num, nibble by nibble: the code's low 3 bits and the sign merged by one bit
+    // select, the clean nibble added into place (a shift-add).
 #pragma unroll
     for (int j = 0; j < kVec; ++j) {
       const float p = math::mul_rn(v[j], r);
-      codes |= (math::f4e2m1_num_low3(p) << (4 * j)) & (7u << (4 * j));
-      signs |= (4 * j <= 28 ? math::bits_of(p) >> (28 - 4 * j) : math::bits_of(p) << (4 * j - 28)) & (8u << (4 * j));
+      const uint32_t nib = fp4_nibble(math::f4e2m1_num_low3(p), math::bits_of(p) >> 28);
+      w += nib << (4 * j);
     }
-    w = codes | signs;
   } else {
 #pragma unroll
     for (int j = 0; j < kVec; ++j) w |= math::encode_f4e2m1_sel(math::mul_rn(v[j], r)) << (4 * j);

@@ -153,22 +153,23 @@ FN_HD uint32_t encode_f4e2m1_sel(float v) {
 // f4e2m1 of a value that is not NaN, in float arithmetic. c = min(|v|, 6) (saturation, Inf
 // included) lies in the binade b = E - 127 (0, 1 or 2) of d = max(c, 1), whose e2m1 quantum is
 // 2^(b-1) (0.5 below 2, 1 in [2, 4), 2 in [4, 6]). M = 2^(b+22) has that quantum as its f32 ulp,
-// and c + M, rounded, stays in M's binade (c <= 2^(b+1), and 6 for b = 2, far below 2^(b+22)),
-// so the sum rounds c to nearest even on the e2m1 grid: bits(c + M) = bits(M) + k with k = rn(c / quantum)
-// (an even k is an even e2m1 mantissa: 0, 1.0, 2.0, 4.0; odd k: 0.5, 1.5, 3.0, 6.0). The code is
-// k + 2b (b = 0: k = 0..4 are codes 0..4; b = 1: k = 2..4 are 2.0, 3.0, 4.0, codes 4..6; b = 2:
-// k = 2, 3 are 4.0, 6.0, codes 6, 7), and bits(M) = (E + 22) << 23 is a multiple of 8, so
-// bits(c + M) + 2 (E + 1) = code + 8 * (...): the code is the low 3 bits (2 (E + 1) = 2b + 256).
-// f4e2m1_num_low3 returns that sum (its bits above the third are not part of the code; the GPU
-// packs words of 8 codes from it); encode_f4e2m1_num adds the sign. Proven equal to
+// and so has M' = M + 6 ulps; c + M', rounded, stays in M's binade (c <= 2^(b+1), and 6 for b =
+// 2, far below 2^(b+22)) and on M's grid with the same parity (6 is even), so the sum rounds c to
+// nearest even on the e2m1 grid: bits(c + M') = bits(M) + 6 + k with k = rn(c / quantum) (an even
+// k is an even e2m1 mantissa: 0, 1.0, 2.0, 4.0; odd k: 0.5, 1.5, 3.0, 6.0). The code is k + 2b (b
+// = 0: k = 0..4 are codes 0..4; b = 1: k = 2..4 are 2.0, 3.0, 4.0, codes 4..6; b = 2: k = 2, 3
+// are 4.0, 6.0, codes 6, 7). bits(M) = (E + 22) << 23 is a multiple of 8 and bits(M') >> 22 = 2E
+// + 44 = 2b + 298, so bits(c + M') + (bits(M') >> 22) = bits(M) + code + 304, 304 = 8 * 38: the
+// code is its low 3 bits. f4e2m1_num_low3 returns that sum (its bits above the third are not part
+// of the code; the GPU packs words of 8 codes from it); encode_f4e2m1_num adds the sign. The CPU
+// backend's vector encoder (EncodeMiniNoNaN) is the same formula for every format. Proven equal to
 // f4e2m1::encode for every non-NaN f32 (tests/cpu/encoders_exhaustive_test.cc, and
 // verify_encoders on the device).
 FN_HD uint32_t f4e2m1_num_low3(float v) {
-  const float a = float_of(bits_of(v) & kF32AbsMask);
+  const float a = __builtin_fabsf(v);  // |v| (not NaN): a GPU takes it as an operand modifier
   const float c = a < 6.0f ? a : 6.0f;
-  const uint32_t e1 = (bits_of(c < 1.0f ? 1.0f : c) >> 23) + 1u;  // E + 1
-  const float m = float_of((e1 + 21u) << 23);                       // 2^(E + 22 - 127)
-  return bits_of(add_rn(c, m)) + 2u * e1;
+  const uint32_t m = (bits_of(c < 1.0f ? 1.0f : c) & kF32InfBits) + (22u << 23) + 6u;  // bits(M')
+  return bits_of(add_rn(c, float_of(m))) + (m >> 22);
 }
 FN_HD uint32_t encode_f4e2m1_num(float v) { return (f4e2m1_num_low3(v) & 7u) | ((bits_of(v) >> 28) & 8u); }
 
