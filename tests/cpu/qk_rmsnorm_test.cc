@@ -50,7 +50,7 @@ TEST_CASE("qk_rmsnorm: Modular's shapes, stats/apply/fused, f32 and bf16, every 
     for (DType in : {DType::kF32, DType::kBF16}) check_all_kinds(QkSpec::of({sh[0]}, sh[1], sh[2], 0, in), rng);
 }
 
-TEST_CASE("qk_rmsnorm: per-head mode (q 32 heads, k 8 heads; head_dim 64, 128, 256), every target",
+TEST_CASE("qk_rmsnorm: per-head mode (q 32 heads, k 8 heads, head_dim 64, 128, 256), every target",
           "[qk_rmsnorm][cpu]") {
   std::mt19937_64 rng(20);
   for (int64_t d : {64, 128, 256})

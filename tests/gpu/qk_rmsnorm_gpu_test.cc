@@ -102,7 +102,7 @@ TEST_CASE("gpu qk_rmsnorm: Modular's shapes, stats/apply/fused, f32/f16/bf16", "
   }
 }
 
-TEST_CASE("gpu qk_rmsnorm: per-head mode (q 32 heads, k 8 heads; head_dim 64, 128, 256)", "[gpu][qk_rmsnorm]") {
+TEST_CASE("gpu qk_rmsnorm: per-head mode (q 32 heads, k 8 heads, head_dim 64, 128, 256)", "[gpu][qk_rmsnorm]") {
   if (!cuda_backend_available()) return;
   std::mt19937_64 rng(20);
   for (int64_t d : {64, 128, 256})

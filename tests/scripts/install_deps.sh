@@ -28,6 +28,8 @@ if ((${#missing[@]})); then
   [ "$(id -u)" = 0 ] || sudo="sudo"
   $sudo apt-get update
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends "${missing[@]}"
+  # The downloaded .deb files (about 1 GB with the HIP toolchain) are not needed once installed.
+  $sudo apt-get clean
 fi
 
 if [ "${1:-}" != "--no-python" ]; then
@@ -37,5 +39,5 @@ if [ "${1:-}" != "--no-python" ]; then
     python3 -m venv "$venv"
   fi
   "$venv/bin/python" -c "import numpy, ml_dtypes, pytest" 2>/dev/null ||
-    "$venv/bin/python" -m pip install --quiet numpy ml_dtypes pytest
+    "$venv/bin/python" -m pip install --quiet --no-cache-dir numpy ml_dtypes pytest
 fi

@@ -31,10 +31,24 @@ if ! have_deps; then
 fi
 
 packages=(numpy "ml_dtypes>=0.5" pytest "scikit-build-core>=0.10" "nanobind>=2.2")
-[ "${FUSEDNORM_PY_TORCH:-1}" = 1 ] && packages+=(torch)
+pip() { "$venv/bin/python" -m pip "$@"; }
 setup() {
   [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
-  "$venv/bin/python" -m pip install --quiet --no-cache-dir "${packages[@]}"
+  pip install --quiet --no-cache-dir "${packages[@]}"
+  [ "${FUSEDNORM_PY_TORCH:-1}" = 1 ] || return 0
+  "$venv/bin/python" -c 'import torch' 2>/dev/null && return 0
+  # PyTorch's Linux wheels on PyPI bring about 4 GB of CUDA libraries (5.4 GB installed in all).
+  # One pip call downloads every wheel before it installs any, so the disk must hold both at once;
+  # installing the resolved set one wheel a call needs the installed size plus the largest wheel.
+  pip install --quiet --dry-run --report "$dir/torch-wheels.json" torch
+  local reqs
+  reqs=$("$venv/bin/python" -c 'import json, sys
+for p in json.load(open(sys.argv[1]))["install"]:
+    print(p["metadata"]["name"] + "==" + p["metadata"]["version"])' "$dir/torch-wheels.json")
+  for r in $reqs; do
+    pip install --quiet --no-cache-dir --no-deps "$r"
+  done
+  "$venv/bin/python" -c 'import torch'
 }
 step "python: venv and test packages (pip)" setup
 
