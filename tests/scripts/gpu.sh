@@ -8,6 +8,8 @@
 # overhead (pytest arguments: ${FUSEDNORM_PYTEST_ARGS:-python/tests}), with python3 holding PyTorch, NumPy, ml_dtypes, pytest, nanobind and
 # scikit-build-core (the device image); compare: tests/bench/torch_compare.py, fusednorm against
 # torch.compile, with ${FUSEDNORM_COMPARE_ARGS:---tokens 1,8,16384}; needs PyTorch with Triton)
+# FUSEDNORM_GPU_BIN=DIR: binaries built elsewhere (tests/scripts/gpu_pack.sh on a development
+# machine packs them into build-carry/): no build step, everything runs from DIR (not python).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source tests/scripts/gpu_env.sh
@@ -20,11 +22,16 @@ want() {
   return 1
 }
 status=0
-# One GPU test executable per operation (tests/gpu/), and the many-threads x many-streams test.
-gpu_tests=(test_gpu_rmsnorm_quant test_gpu_rmsnorm_fp4 test_gpu_qk_rmsnorm test_gpu_mla)
 note() { echo "== $*" | tee -a "$out/summary.txt"; }
+bin=$root/build-gpu
+if [ -n "${FUSEDNORM_GPU_BIN:-}" ]; then
+  bin=$(cd "$FUSEDNORM_GPU_BIN" && pwd) || exit 1
+  export LD_LIBRARY_PATH="$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  note "build: prebuilt binaries in $bin ($(cat "$bin/PACKED" 2>/dev/null))"
+  if want python; then note "python: needs a build tree (cmake --install), not FUSEDNORM_GPU_BIN"; exit 1; fi
+fi
 
-if want build || want test || want sanitize || want bench || want python || want compare || want profile; then
+if [ -z "${FUSEDNORM_GPU_BIN:-}" ] && { want build || want test || want sanitize || want bench || want python || want compare || want profile; }; then
   t0=$(date +%s)
   gpu_configure >"$out/configure.log" 2>&1 &&
     ninja -C build-gpu fusednorm fusednorm_cuda fusednorm-bench "${gpu_tests[@]}" test_gpu_concurrency \
@@ -44,21 +51,21 @@ cat "$out/gpu.txt"
 if want test; then
   for t in "${gpu_tests[@]}"; do
     t0=$(date +%s)
-    ./build-gpu/tests/$t >"$out/$t.log" 2>&1
+    $bin/tests/$t >"$out/$t.log" 2>&1
     rc=$?; [ $rc -eq 0 ] || status=1
     note "$t: rc=$rc in $(( $(date +%s) - t0 )) s: $(tail -2 "$out/$t.log" | tr '\n' ' ')"
   done
   # Many host threads x many streams at once (tests/gpu/concurrency_gpu_test.cc).
   t0=$(date +%s)
-  ./build-gpu/tests/test_gpu_concurrency >"$out/gpu_concurrency.log" 2>&1
+  $bin/tests/test_gpu_concurrency >"$out/gpu_concurrency.log" 2>&1
   rc=$?; [ $rc -eq 0 ] || status=1
   note "gpu concurrency: rc=$rc in $(( $(date +%s) - t0 )) s: $(tail -2 "$out/gpu_concurrency.log" | tr '\n' ' ')"
   # qk_rmsnorm's NCCL example with one rank, and with every GPU when there are several
   # (docs/tensor_parallel.md).
-  if [ -x build-gpu/examples/fusednorm-qk-tp-nccl ]; then
+  if [ -x "$bin/examples/fusednorm-qk-tp-nccl" ]; then
     ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
     for g in 1 $([ "$ngpu" -gt 1 ] && echo "$ngpu"); do
-      ./build-gpu/examples/fusednorm-qk-tp-nccl --gpus "$g" >"$out/nccl_qk_tp_$g.log" 2>&1
+      $bin/examples/fusednorm-qk-tp-nccl --gpus "$g" >"$out/nccl_qk_tp_$g.log" 2>&1
       rc=$?; [ $rc -eq 0 ] || status=1
       note "nccl qk_rmsnorm TP, $g GPU(s): rc=$rc: $(tail -1 "$out/nccl_qk_tp_$g.log")"
     done
@@ -70,7 +77,7 @@ if want sanitize; then
     for tool in memcheck racecheck initcheck synccheck; do
       t0=$(date +%s)
       compute-sanitizer --tool $tool --error-exitcode 3 \
-        ./build-gpu/tests/$t "~[large]" "~[graph]" >"$out/sanitizer_${tool}_$t.log" 2>&1
+        $bin/tests/$t "~[large]" "~[graph]" >"$out/sanitizer_${tool}_$t.log" 2>&1
       rc=$?; [ $rc -eq 0 ] || status=1
       note "compute-sanitizer $tool $t: rc=$rc in $(( $(date +%s) - t0 )) s: $(grep -E 'ERROR SUMMARY|All tests passed|test cases' "$out/sanitizer_${tool}_$t.log" | tr '\n' ' ')"
     done
@@ -78,18 +85,18 @@ if want sanitize; then
   # The many-threads x many-streams test under memcheck.
   t0=$(date +%s)
   compute-sanitizer --tool memcheck --error-exitcode 3 \
-    ./build-gpu/tests/test_gpu_concurrency >"$out/sanitizer_memcheck_concurrency.log" 2>&1
+    $bin/tests/test_gpu_concurrency >"$out/sanitizer_memcheck_concurrency.log" 2>&1
   rc=$?; [ $rc -eq 0 ] || status=1
   note "compute-sanitizer memcheck (concurrency): rc=$rc in $(( $(date +%s) - t0 )) s: $(grep -E 'ERROR SUMMARY|All tests passed|test cases' "$out/sanitizer_memcheck_concurrency.log" | tr '\n' ' ')"
 fi
 
 if want bench; then
   t0=$(date +%s)
-  ./build-gpu/fusednorm-bench --device cuda:0 ${FUSEDNORM_BENCH_ARGS:-} >"$out/bench_gpu.txt" 2>"$out/bench_gpu.err"
+  $bin/fusednorm-bench --device cuda:0 ${FUSEDNORM_BENCH_ARGS:-} >"$out/bench_gpu.txt" 2>"$out/bench_gpu.err"
   rc=$?; [ $rc -eq 0 ] || status=1
   note "bench: rc=$rc in $(( $(date +%s) - t0 )) s"
   t0=$(date +%s)
-  ./build-gpu/fusednorm-bench --device cuda:0 --ops mla ${FUSEDNORM_BENCH_MLA_ARGS:-} >"$out/bench_gpu_mla.txt" \
+  $bin/fusednorm-bench --device cuda:0 --ops mla ${FUSEDNORM_BENCH_MLA_ARGS:-} >"$out/bench_gpu_mla.txt" \
     2>"$out/bench_gpu_mla.err"
   rc=$?; [ $rc -eq 0 ] || status=1
   note "bench mla: rc=$rc in $(( $(date +%s) - t0 )) s"
@@ -146,7 +153,7 @@ if want python; then
 fi
 if want compare; then
   t0=$(date +%s)
-  python3 tests/bench/torch_compare.py --lib build-gpu/libfusednorm.so ${FUSEDNORM_COMPARE_ARGS:---tokens 1,8,16384} \
+  python3 tests/bench/torch_compare.py --lib $bin/libfusednorm.so ${FUSEDNORM_COMPARE_ARGS:---tokens 1,8,16384} \
     >"$out/torch_compare.txt" 2>"$out/torch_compare.err"
   rc=$?; [ $rc -eq 0 ] || status=1
   note "compare: rc=$rc in $(( $(date +%s) - t0 )) s"
@@ -157,7 +164,7 @@ if want profile; then
   ncu --clock-control none --kernel-name regex:rmsnorm_quant_kernel --launch-skip 3 --launch-count 1 \
     --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
     --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
-    ./build-gpu/fusednorm-bench --device cuda:0 ${FUSEDNORM_PROFILE_ARGS:---in bf16 --out f8e4m3fn --modes row --hidden 8192 --tokens 16384 --reps 3} \
+    $bin/fusednorm-bench --device cuda:0 ${FUSEDNORM_PROFILE_ARGS:---in bf16 --out f8e4m3fn --modes row --hidden 8192 --tokens 16384 --reps 3} \
     >"$out/ncu.txt" 2>&1
   note "profile: rc=$? ($out/ncu.txt)"
 fi

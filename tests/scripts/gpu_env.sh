@@ -5,8 +5,9 @@
 # nlohmann-json3-dev`), unpacked under
 # build-gpu/deps; NCCL's header, where the system has none, from ${FUSEDNORM_DEPS_DIR}/nccl/include
 # (a copy of the nccl.h the CUDA toolkit or a development machine has), for the NCCL example.
-# Sourced from the repository root: sets root and out (${OUT:-build-gpu/out}, created), and
-# gpu_configure, the one CMake configuration of build-gpu both scripts build in.
+# Sourced from the repository root: sets root, out (${OUT:-build-gpu/out}, created), gpu_tests and
+# gpu_configure, the one CMake configuration of build-gpu that gpu.sh, multigpu.sh and gpu_pack.sh
+# build in.
 root=$PWD
 out=${OUT:-$root/build-gpu/out}
 mkdir -p "$out"
@@ -27,6 +28,10 @@ if [ -z "${NCCL_HOME:-}" ] && [ -f "$deps_dir/nccl/include/nccl.h" ] &&
 fi
 # libnccl.so.2 where the toolkit keeps it (examples/CMakeLists.txt finds it there at build time).
 export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/usr/local/cuda/lib64:/usr/local/cuda/lib"
+
+# One GPU test executable per operation (tests/gpu/); gpu.sh also runs test_gpu_concurrency, the
+# many-threads x many-streams test.
+gpu_tests=(test_gpu_rmsnorm_quant test_gpu_rmsnorm_fp4 test_gpu_qk_rmsnorm test_gpu_mla)
 
 # Configures build-gpu (Release, the CUDA plugin for ${FUSEDNORM_CUDA_ARCHITECTURES:-90a-real});
 # extra CMake arguments follow.
