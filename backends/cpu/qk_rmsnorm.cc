@@ -22,6 +22,7 @@ namespace HWY_NAMESPACE {
 template <class InT>
 struct OutSame {
   static HWY_INLINE void Store(VF y, VF, char* out, int64_t i, int64_t end) { (void)InT::RoundStore(y, out, i, end); }
+  static HWY_INLINE void Store2(VF y0, VF y1, VF, char* out, int64_t i) { InT::RoundStore2(y0, y1, out, i); }
 };
 template <class F>
 struct OutFp8 {
@@ -31,6 +32,11 @@ struct OutFp8 {
     HWY_ALIGN char buf[kMaxLaneBytes];
     StoreCodes<1>(code, buf, 0);
     memcpy(out + i, buf, size_t(end - i));
+  }
+  static HWY_INLINE void Store2(VF y0, VF y1, VF rcp, char* out, int64_t i) {
+    const int64_t n = int64_t(hn::Lanes(DF()));
+    Store(y0, rcp, out, i, i + n);
+    Store(y1, rcp, out, i + n, i + 2 * n);
   }
 };
 
@@ -45,18 +51,79 @@ HWY_NOINLINE void QkApplyGroup(const char* x, const float* g, float inv_s, float
   for (; i + 2 * n <= n_elems; i += 2 * n) {
     const VF y0 = hn::Mul(hn::Mul(InT::Load(x, i), inv), hn::LoadU(df, g + i));
     const VF y1 = hn::Mul(hn::Mul(InT::Load(x, i + n), inv), hn::LoadU(df, g + i + n));
-    OutT::Store(y0, rcp, out, i, i + n);
-    OutT::Store(y1, rcp, out, i + n, i + 2 * n);
+    OutT::Store2(y0, y1, rcp, out, i);
   }
   for (; i < n_elems; i += n)
     OutT::Store(hn::Mul(hn::Mul(InT::LoadUpTo(x, i, n_elems), inv), hn::LoadU(df, g + i)), rcp, out, i, n_elems);
+}
+
+// Whether HeadSums serves groups of `group` elements: their P partials fill one, two or four
+// vectors (SumSquares's register path) of a fixed-width target.
+HWY_INLINE bool HeadSumsFit(int64_t group) {
+#if HWY_TARGET == HWY_SCALAR
+  (void)group;
+  return false;
+#else
+  const int64_t n = int64_t(hn::Lanes(DF())), p_count = math::reduction_partials(group);
+  return n == int64_t(HWY_LANES(float)) && p_count >= n && p_count <= 4 * n && p_count % n == 0;
+#endif
+}
+
+// The canonical sums of squares of groups [h0, h0 + Lanes) of a row side x, lane k = group h0 + k
+// (+0 past `groups`), for groups that HeadSumsFit: each group's steps and the first levels of its
+// tree in registers, as SumSquares's register path computes them, then the last log2(Lanes) levels
+// of the Lanes groups together (PairTree of PairSums: PairSums(a, b) is the next level of both),
+// where SumSquares runs them for one group at a time.
+template <class InT>
+HWY_INLINE VF HeadSums(const char* x, int64_t group, int64_t groups, int64_t h0) {
+  const DF df;
+  const int64_t n = int64_t(hn::Lanes(df)), p_count = math::reduction_partials(group);
+  const auto leaf = [&](int64_t h) {
+    if (h >= groups) return hn::Zero(df);
+    const char* xh = x + h * group * InT::kBytes;
+    const auto sq = [&](int64_t i) {  // x[i..]^2, +0 past the group (adding +0 leaves a partial unchanged)
+      if (i >= group) return hn::Zero(df);
+      const VF v = i + n <= group ? InT::Load(xh, i) : InT::LoadUpTo(xh, i, group);
+      return hn::Mul(v, v);
+    };
+    VF a0 = hn::Zero(df), a1 = a0, a2 = a0, a3 = a0;
+    for (int64_t base = 0; base < group; base += p_count) {
+      a0 = hn::Add(a0, sq(base));
+      if (p_count >= 2 * n) a1 = hn::Add(a1, sq(base + n));
+      if (p_count >= 4 * n) {
+        a2 = hn::Add(a2, sq(base + 2 * n));
+        a3 = hn::Add(a3, sq(base + 3 * n));
+      }
+    }
+    if (p_count >= 4 * n) {
+      a0 = PairSums(a0, a1);
+      a1 = PairSums(a2, a3);
+    }
+    if (p_count >= 2 * n) a0 = PairSums(a0, a1);
+    return a0;
+  };
+  return PairTree<int(HWY_LANES(float))>(leaf, h0, [](VF a, VF b) { return PairSums(a, b); });
+}
+
+// qk_inv_rms of Lanes statistics: the same correctly rounded operations (division, addition,
+// square root, division), lane by lane.
+HWY_INLINE VF QkInvRms(const QkRmsnormCall& c, const QkSide& s, VF stat) {
+  const DF df;
+  const DU du;
+  const VF mean = c.mean_squares ? stat : hn::Div(stat, hn::Set(df, s.divisor));
+  const VF d = hn::Sqrt(hn::Add(mean, hn::Set(df, c.eps)));
+  const auto bad = hn::RebindMask(df, GeS(hn::And(hn::BitCast(du, d), hn::Set(du, math::kF32AbsMask)), math::kF32InfBits));
+  return hn::IfThenElse(bad, hn::BitCast(df, hn::Set(du, math::kF32CanonicalNaN)), hn::Div(hn::Set(df, 1.0f), d));
 }
 
 // One side of rows [r0, r1): j = 0 (q) or 1 (k); g: gamma' of the side's group (padded).
 template <class InT, class OutT>
 void QkSideRows(const QkRmsnormCall& c, const QkSide& s, int j, int64_t r0, int64_t r1, const float* g) {
   float* part = Scratch(1, size_t(math::reduction_partials(s.group)));
-  float* inv = Scratch(2, size_t(s.width / s.group));  // per group: the sum, then inv
+  const int64_t n = int64_t(hn::Lanes(DF()));
+  const int64_t groups = s.width / s.group;
+  float* inv = Scratch(2, size_t((groups + n - 1) / n * n));  // per group: the sum, then inv
+  const bool head_sums = groups > 1 && HeadSumsFit(s.group);
   const int64_t group_bytes = s.group * InT::kBytes, out_group_bytes = s.group * (dtype_bits(c.out_type) / 8);
   const float rcp = c.kind != QkKind::kStats && c.out_type != c.in_type ? qk_out_rcp(c, j) : 1.0f;
   const int64_t row_bytes = s.width * InT::kBytes;
@@ -66,10 +133,14 @@ void QkSideRows(const QkRmsnormCall& c, const QkSide& s, int j, int64_t r0, int6
     // the thread's next block usually starts there). The canonical order reads a row in
     // P-element pieces, which the hardware prefetchers follow poorly: 1.9x faster stats, 1.24x
     // fused at 2048 x (4096 + 512) bf16 on one AVX3 core; apply reads in order and is left alone.
-    if (c.kind != QkKind::kApply && r + 1 < c.lead.rows) {
-      const char* next = row_ptr(c.lead, s.in, r + 1);
-      for (int64_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(next + b, 0, 2);
-    }
+    // Per-head sums ask for the next row's bytes in step with their own progress instead (a burst
+    // of a whole row's prefetches stalls on the core's outstanding misses).
+    const char* next = r + 1 < c.lead.rows ? row_ptr(c.lead, s.in, r + 1) : nullptr;
+    const auto prefetch_next = [&](int64_t b0, int64_t b1) {
+      if (next != nullptr)
+        for (int64_t b = b0; b < b1; b += 64) __builtin_prefetch(next + b, 0, 2);
+    };
+    if (c.kind != QkKind::kApply && !(c.kind == QkKind::kFused && head_sums)) prefetch_next(0, row_bytes);
     if (c.kind == QkKind::kStats) {
       const uint32_t ss = math::encode_f32<false>(SumSquares<InT, false>(x, nullptr, s.width, part));
       memcpy(row_ptr(c.lead, c.stats, r) + 4 * j, &ss, 4);
@@ -83,10 +154,17 @@ void QkSideRows(const QkRmsnormCall& c, const QkSide& s, int j, int64_t r0, int6
       continue;
     }
     // Every group's sum, then every inv (independent divisions and square roots, which
-    // pipeline), then the apply pass: one head's latency does not wait for another's.
-    const int64_t groups = s.width / s.group;
-    for (int64_t h = 0; h < groups; ++h) inv[h] = SumSquares<InT, false>(x + h * group_bytes, nullptr, s.group, part);
-    for (int64_t h = 0; h < groups; ++h) inv[h] = qk_inv_rms(c, s, inv[h]);
+    // pipeline; Lanes at a time for heads), then the apply pass: one head's latency does not wait
+    // for another's.
+    if (head_sums) {
+      for (int64_t h = 0; h < groups; h += n) {
+        prefetch_next(h * group_bytes, std::min(h + n, groups) * group_bytes);
+        hn::Store(QkInvRms(c, s, HeadSums<InT>(x, s.group, groups, h)), DF(), inv + h);
+      }
+    } else {
+      for (int64_t h = 0; h < groups; ++h) inv[h] = SumSquares<InT, false>(x + h * group_bytes, nullptr, s.group, part);
+      for (int64_t h = 0; h < groups; ++h) inv[h] = qk_inv_rms(c, s, inv[h]);
+    }
     for (int64_t h = 0; h < groups; ++h)
       QkApplyGroup<InT, OutT>(x + h * group_bytes, g, inv[h], rcp, out + h * out_group_bytes, s.group);
   }

@@ -92,19 +92,8 @@ HWY_INLINE VU PairMax(VU lo, VU hi) {
 
 // y = (x × inv) × g over the row into y, and amax[b] = max of bits(|y|) over block b. Vectors lie
 // inside blocks (block >= Lanes). Lanes blocks at a time: each block's lane-wise max of its
-// vectors is a leaf of a PairMax tree (depth first, so at most log2(Lanes) + 1 vectors are live,
-// all in registers) whose root holds the Lanes blocks' maxima in block order; blocks past the row
-// are zero leaves. Integer maxima: order-free.
-template <int kN, class Leaf>
-HWY_INLINE VU BlockMaxTree(const Leaf& leaf, int64_t first) {
-  if constexpr (kN == 1) {
-    return leaf(first);
-  } else {
-    const VU lo = BlockMaxTree<kN / 2>(leaf, first);
-    return PairMax(lo, BlockMaxTree<kN / 2>(leaf, first + kN / 2));
-  }
-}
-
+// vectors is a leaf of a PairMax tree (PairTree, rows-inl.h) whose root holds the Lanes blocks'
+// maxima in block order; blocks past the row are zero leaves. Integer maxima: order-free.
 template <class InT>
 HWY_NOINLINE void YBlockMax(const char* x, const float* g, VF inv, float* y, int64_t h, int64_t block, uint32_t* amax,
                             const NextRow& next) {
@@ -129,7 +118,7 @@ HWY_NOINLINE void YBlockMax(const char* x, const float* g, VF inv, float* y, int
   for (int64_t b = 0; b < blocks; b += n) {
     next.First(b * block, std::min(b + n, blocks) * block);
     if (n == kL) {
-      hn::StoreU(BlockMaxTree<kL>(leaf, b), du, amax + b);
+      hn::StoreU(PairTree<kL>(leaf, b, PairMax), du, amax + b);
     } else {  // a scalable target's fewer lanes: each block's lanes reduced on their own
       for (int64_t k = 0; k < n; ++k) amax[b + k] = hn::GetLane(hn::MaxOfLanes(du, leaf(b + k)));
     }

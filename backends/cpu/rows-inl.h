@@ -71,6 +71,23 @@ struct In {
     if (kType == DType::kF16) return DecodeF16(code);
     return hn::BitCast(DF(), hn::ShiftLeft<16>(code));
   }
+  // RoundStore of two whole vectors at i and i + Lanes, without the rounded values. bf16 on AVX3:
+  // the two vectors' rounded high halves in one two-source word permutation and one store (where
+  // two demotions, each a pack and a permutation, stored them apart).
+  static HWY_INLINE void RoundStore2(VF v0, VF v1, char* row, int64_t i) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+    if (kType == DType::kBF16) {
+      const __m512i idx = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27,
+                                           25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+      const __m512i w = _mm512_permutex2var_epi16(EncodeBF16High(v0).raw, idx, EncodeBF16High(v1).raw);
+      _mm512_storeu_si512(reinterpret_cast<void*>(row + i * 2), w);
+      return;
+    }
+#endif
+    const int64_t n = int64_t(hn::Lanes(DF()));
+    (void)RoundStore(v0, row, i, i + n);
+    (void)RoundStore(v1, row, i + n, i + 2 * n);
+  }
 };
 using InF32 = In<float, DType::kF32>;
 using InF16 = In<F16Tag, DType::kF16>;
@@ -85,6 +102,20 @@ HWY_INLINE VF PairSums(VF lo, VF hi) {
   const DF df;
   return hn::Add(hn::ConcatEven(df, hi, lo), hn::ConcatOdd(df, hi, lo));
 #endif
+}
+
+// A pairwise tree over the kN vectors leaf(first) .. leaf(first + kN - 1), depth first (at most
+// log2(kN) + 1 vectors live, all in registers): pair(a, b) is the next level of a then b
+// (PairSums, or rmsnorm_fp4's PairMax). With kN = Lanes leaves that each hold one quantity's Lanes
+// values at the same tree level, the root's lane k is quantity first + k's root.
+template <int kN, class Leaf, class Pair>
+HWY_INLINE auto PairTree(const Leaf& leaf, int64_t first, const Pair& pair) {
+  if constexpr (kN == 1) {
+    return leaf(first);
+  } else {
+    const auto lo = PairTree<kN / 2>(leaf, first, pair);
+    return pair(lo, PairTree<kN / 2>(leaf, first + kN / 2, pair));
+  }
 }
 
 // Element i.. of x: the input, or with a residual the rounded sum in + res, written to res.

@@ -129,6 +129,14 @@ HWY_INLINE VU EncodeF16(VF v) {
   return Sel(GtS(a, math::kF32InfBits), nan, code);
 }
 
+// The bf16 code (canonical NaN) of each lane in its high 16 bits; the low 16 bits are not zero.
+HWY_INLINE VU EncodeBF16High(VF v) {
+  const VU u = hn::BitCast(DU(), v);
+  const VU a = hn::And(u, SetU(math::kF32AbsMask));
+  const VU rounded = hn::Add(hn::Add(u, SetU(0x7FFFu)), hn::And(hn::ShiftRight<16>(u), SetU(1)));
+  return Sel(GtS(a, math::kF32InfBits), SetU(0x7FC00000u), rounded);
+}
+
 template <bool kKeepNanSign>
 HWY_INLINE VU EncodeBF16(VF v) {
   const VU u = hn::BitCast(DU(), v);
