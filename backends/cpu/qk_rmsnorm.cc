@@ -69,41 +69,24 @@ HWY_INLINE bool HeadSumsFit(int64_t group) {
 #endif
 }
 
+#if HWY_TARGET != HWY_SCALAR
 // The canonical sums of squares of groups [h0, h0 + Lanes) of a row side x, lane k = group h0 + k
 // (+0 past `groups`), for groups that HeadSumsFit: each group's steps and the first levels of its
-// tree in registers, as SumSquares's register path computes them, then the last log2(Lanes) levels
+// tree in registers (SumSquaresVector, as SumSquares computes them), then the last log2(Lanes) levels
 // of the Lanes groups together (PairTree of PairSums: PairSums(a, b) is the next level of both),
 // where SumSquares runs them for one group at a time.
 template <class InT>
 HWY_INLINE VF HeadSums(const char* x, int64_t group, int64_t groups, int64_t h0) {
   const DF df;
-  const int64_t n = int64_t(hn::Lanes(df)), p_count = math::reduction_partials(group);
+  const int64_t p_count = math::reduction_partials(group);
   const auto leaf = [&](int64_t h) {
     if (h >= groups) return hn::Zero(df);
-    const char* xh = x + h * group * InT::kBytes;
-    const auto sq = [&](int64_t i) {  // x[i..]^2, +0 past the group (adding +0 leaves a partial unchanged)
-      if (i >= group) return hn::Zero(df);
-      const VF v = i + n <= group ? InT::Load(xh, i) : InT::LoadUpTo(xh, i, group);
-      return hn::Mul(v, v);
-    };
-    VF a0 = hn::Zero(df), a1 = a0, a2 = a0, a3 = a0;
-    for (int64_t base = 0; base < group; base += p_count) {
-      a0 = hn::Add(a0, sq(base));
-      if (p_count >= 2 * n) a1 = hn::Add(a1, sq(base + n));
-      if (p_count >= 4 * n) {
-        a2 = hn::Add(a2, sq(base + 2 * n));
-        a3 = hn::Add(a3, sq(base + 3 * n));
-      }
-    }
-    if (p_count >= 4 * n) {
-      a0 = PairSums(a0, a1);
-      a1 = PairSums(a2, a3);
-    }
-    if (p_count >= 2 * n) a0 = PairSums(a0, a1);
-    return a0;
+    return SumSquaresVector<InT, false>(x + h * group * InT::kBytes, nullptr, group, p_count);
   };
   return PairTree<int(HWY_LANES(float))>(leaf, h0, [](VF a, VF b) { return PairSums(a, b); });
 }
+
+#endif
 
 // qk_inv_rms of Lanes statistics: the same correctly rounded operations (division, addition,
 // square root, division), lane by lane.
@@ -156,12 +139,15 @@ void QkSideRows(const QkRmsnormCall& c, const QkSide& s, int j, int64_t r0, int6
     // Every group's sum, then every inv (independent divisions and square roots, which
     // pipeline; Lanes at a time for heads), then the apply pass: one head's latency does not wait
     // for another's.
+#if HWY_TARGET != HWY_SCALAR
     if (head_sums) {
       for (int64_t h = 0; h < groups; h += n) {
         prefetch_next(h * group_bytes, std::min(h + n, groups) * group_bytes);
         hn::Store(QkInvRms(c, s, HeadSums<InT>(x, s.group, groups, h)), DF(), inv + h);
       }
-    } else {
+    } else
+#endif
+    {
       for (int64_t h = 0; h < groups; ++h) inv[h] = SumSquares<InT, false>(x + h * group_bytes, nullptr, s.group, part);
       for (int64_t h = 0; h < groups; ++h) inv[h] = qk_inv_rms(c, s, inv[h]);
     }

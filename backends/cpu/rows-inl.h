@@ -140,6 +140,38 @@ HWY_NOINLINE void ResidualRow(const char* in, char* res, int64_t h) {
   if (i < h) (void)LoadXUpTo<InT, true>(in, res, i, h);
 }
 
+#if HWY_TARGET != HWY_SCALAR
+// The canonical partial sums of a row whose P partials fill one, two or four vectors (Lanes <= P
+// <= 4 Lanes), taken through the tree's levels above them to one vector of Lanes values (the
+// level log2(P / Lanes) nodes, in order): every step's x^2 added in order, then PairSums(a, b),
+// the tree's next level of a then b. Fused with the residual update when kRes.
+template <class InT, bool kRes>
+HWY_INLINE VF SumSquaresVector(const char* in, char* res, int64_t h, int64_t p_count) {
+  const DF df;
+  const int64_t n = int64_t(hn::Lanes(df));
+  VF a0 = hn::Zero(df), a1 = a0, a2 = a0, a3 = a0;
+  const auto sq = [&](int64_t i) {  // x[i..]^2, +0 past h (adding +0 leaves a partial unchanged)
+    if (i >= h) return hn::Zero(df);
+    const VF v = i + n <= h ? LoadX<InT, kRes>(in, res, i) : LoadXUpTo<InT, kRes>(in, res, i, h);
+    return hn::Mul(v, v);
+  };
+  for (int64_t base = 0; base < h; base += p_count) {
+    a0 = hn::Add(a0, sq(base));
+    if (p_count >= 2 * n) a1 = hn::Add(a1, sq(base + n));
+    if (p_count >= 4 * n) {
+      a2 = hn::Add(a2, sq(base + 2 * n));
+      a3 = hn::Add(a3, sq(base + 3 * n));
+    }
+  }
+  if (p_count >= 4 * n) {
+    a0 = PairSums(a0, a1);
+    a1 = PairSums(a2, a3);
+  }
+  if (p_count >= 2 * n) a0 = PairSums(a0, a1);
+  return a0;
+}
+#endif
+
 // Canonical sum of squares of a row (docs/numerics.md §2), fused with the residual update when
 // kRes. The P strided partials live in registers, 8 vectors (8 * Lanes consecutive partials) at
 // a time: for each such chunk, every step k adds x[k*P + ...]^2, then the first 3 tree levels run
@@ -201,27 +233,9 @@ HWY_NOINLINE float SumSquares(const char* in, char* res, int64_t h, float* part)
 #if HWY_TARGET != HWY_SCALAR
   } else if (p_count <= 4 * n) {
     // One, two or four vectors of partials (short rows, heads of qk_rmsnorm): the steps and the
-    // whole tree in registers. PairSums(a, b) is the tree's next level of a then b; PairSums(a, a)
-    // the next level of a alone in its low half, so log2(Lanes) of them leave the root in lane 0.
-    VF a0 = hn::Zero(df), a1 = a0, a2 = a0, a3 = a0;
-    const auto sq = [&](int64_t i) {  // x[i..]^2, +0 past h (adding +0 leaves a partial unchanged)
-      if (i >= h) return hn::Zero(df);
-      const VF v = i + n <= h ? LoadX<InT, kRes>(in, res, i) : LoadXUpTo<InT, kRes>(in, res, i, h);
-      return hn::Mul(v, v);
-    };
-    for (int64_t base = 0; base < h; base += p_count) {
-      a0 = hn::Add(a0, sq(base));
-      if (p_count >= 2 * n) a1 = hn::Add(a1, sq(base + n));
-      if (p_count >= 4 * n) {
-        a2 = hn::Add(a2, sq(base + 2 * n));
-        a3 = hn::Add(a3, sq(base + 3 * n));
-      }
-    }
-    if (p_count >= 4 * n) {
-      a0 = PairSums(a0, a1);
-      a1 = PairSums(a2, a3);
-    }
-    if (p_count >= 2 * n) a0 = PairSums(a0, a1);
+    // whole tree in registers. PairSums(a, a) is the next level of a alone in its low half, so
+    // log2(Lanes) of them leave the root in lane 0.
+    VF a0 = SumSquaresVector<InT, kRes>(in, res, h, p_count);
     for (int64_t lanes = n; lanes > 1; lanes /= 2) a0 = PairSums(a0, a0);
     return hn::GetLane(a0);
 #endif
