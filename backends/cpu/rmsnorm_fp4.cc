@@ -58,10 +58,12 @@ HWY_INLINE void StorePackedFp4x4(VU c0, VU c1, VU c2, VU c3, char* out) {
 }
 
 // q_i = enc_e2m1(y_i × r_block) for the row, packed into out. y: the row's y (h_pad floats).
+// Asks for the second half of the next row's input as it goes (NextRow::Second).
 // kNoNaN: no block holds a NaN or Inf (every r finite, so no y × r is NaN): the encoder without
 // its NaN select.
 template <bool kNoNaN>
-HWY_NOINLINE void EncodeFp4Row(const float* y, const float* r, int64_t h, int64_t block, char* out) {
+HWY_NOINLINE void EncodeFp4Row(const float* y, const float* r, int64_t h, int64_t block, char* out,
+                               const NextRow& next) {
   const DF df;
   const int64_t n = int64_t(hn::Lanes(df));
   int64_t i = 0;
@@ -71,9 +73,13 @@ HWY_NOINLINE void EncodeFp4Row(const float* y, const float* r, int64_t h, int64_
       const VF v = hn::Mul(hn::LoadU(df, y + k), hn::Set(df, r[k >> shift]));
       return kNoNaN ? EncodeMiniNoNaN<math::f4e2m1>(v) : EncodeMini<math::f4e2m1, false>(v);
     };
-    for (; i + 4 * n <= h; i += 4 * n) StorePackedFp4x4(enc(i), enc(i + n), enc(i + 2 * n), enc(i + 3 * n), out + i / 2);
+    for (; i + 4 * n <= h; i += 4 * n) {
+      next.Second(i, i + 4 * n);
+      StorePackedFp4x4(enc(i), enc(i + n), enc(i + 2 * n), enc(i + 3 * n), out + i / 2);
+    }
     for (; i + 2 * n <= h; i += 2 * n) StorePackedFp4(enc(i), enc(i + n), out + i / 2);
   }
+  next.Second(i, h);
   for (; i < h; i += 2)
     out[i / 2] = char(math::f4e2m1::encode<false>(math::mul_rn(y[i], r[i / block])) |
                       (math::f4e2m1::encode<false>(math::mul_rn(y[i + 1], r[(i + 1) / block])) << 4));
@@ -223,8 +229,8 @@ void RmsnormFp4RowsT(const RmsnormFp4Call& c, int64_t row_begin, int64_t row_end
       for (int64_t b = 0; b < blocks; ++b) srow[b] = char(codes[b]);
     }
     // A finite row and global scale: every r is finite, so no y × r is NaN.
-    if (finite && gs_finite) EncodeFp4Row<true>(y, rcp, h, c.block, out);
-    else EncodeFp4Row<false>(y, rcp, h, c.block, out);
+    if (finite && gs_finite) EncodeFp4Row<true>(y, rcp, h, c.block, out, next);
+    else EncodeFp4Row<false>(y, rcp, h, c.block, out, next);
   }
 }
 
