@@ -100,6 +100,56 @@ HWY_NOINLINE void EncodeUnits(const float* y, const float* rcp, const uint32_t* 
     EncodeUnitAny<OutT>(amax[k], clamp, y, rcp[k], qclamp, out, b, b + unit, next);
 }
 
+// A row with a static scale in one pass: the codes of ((x * inv) * g) * rcp straight from x (a
+// static scale needs neither the y buffer nor the row's amax), clamped to [-qclamp, qclamp] when
+// kClamp. The same products in the same order as the y pass and the encode pass. kNoNaN: x, inv,
+// g and rcp are finite and rcp > 0, so no product is NaN (one that overflows to +-Inf saturates as
+// any large value does).
+template <class InT, class OutT, bool kNoNaN, bool kClamp>
+HWY_NOINLINE void StaticRow(const char* x, const float* g, VF inv, float rcp_s, float qclamp, char* out, int64_t h,
+                            const NextRow& next) {
+  const DF df;
+  const int64_t n = int64_t(hn::Lanes(df));
+  const VF rcp = hn::Set(df, rcp_s), hi = hn::Set(df, qclamp), lo = hn::Set(df, -qclamp);
+  const auto enc = [&](VF xv, int64_t i) {
+    VF v = hn::Mul(hn::Mul(hn::Mul(xv, inv), hn::LoadU(df, g + i)), rcp);
+    if (kClamp) {  // clamp_sym, as EncodeUnit
+      if (kNoNaN) v = hn::Min(hn::Max(v, lo), hi);
+      else v = hn::IfThenElse(hn::Gt(v, hi), hi, hn::IfThenElse(hn::Lt(v, lo), lo, v));
+    }
+    if (kNoNaN) return OutT::template EncodeNoNaN<true>(v);
+    return OutT::Encode(v);
+  };
+  int64_t i = 0;
+  for (; i + 4 * n <= h; i += 4 * n) {
+    next.First(i, i + 4 * n);
+    next.Second(i, i + 4 * n);
+    StoreCodes4x1(enc(InT::Load(x, i), i), enc(InT::Load(x, i + n), i + n), enc(InT::Load(x, i + 2 * n), i + 2 * n),
+                  enc(InT::Load(x, i + 3 * n), i + 3 * n), out, i);
+  }
+  next.First(i, h);
+  next.Second(i, h);
+  for (; i + n <= h; i += n) StoreCodes<1>(enc(InT::Load(x, i), i), out, i);
+  if (i < h) {
+    HWY_ALIGN char buf[kMaxLaneBytes];
+    StoreCodes<1>(enc(InT::LoadUpTo(x, i, h), i), buf, 0);
+    memcpy(out + i, buf, size_t(h - i));
+  }
+}
+
+// Whether g[0, h) is finite.
+HWY_INLINE bool AllFinite(const float* g, int64_t h) {
+  const DF df;
+  const DU du;
+  const int64_t n = int64_t(hn::Lanes(df));
+  VU most = hn::Zero(du);
+  int64_t i = 0;
+  for (; i + n <= h; i += n) most = hn::Max(most, hn::And(hn::BitCast(du, hn::LoadU(df, g + i)), SetU(math::kF32AbsMask)));
+  bool finite = hn::AllTrue(df, hn::RebindMask(df, LtS(most, math::kF32InfBits)));
+  for (; i < h; ++i) finite = finite && (math::bits_of(g[i]) & math::kF32AbsMask) < math::kF32InfBits;
+  return finite;
+}
+
 HWY_INLINE void StoreScale(const RmsnormQuantCall& c, char* scale_row, int64_t group, uint32_t stored) {
   if (c.packed) {
     memcpy(scale_row + c.h, &stored, 4);  // little-endian hosts only
@@ -118,7 +168,7 @@ void RmsnormQuantRowsT(const RmsnormQuantCall& c, int64_t row_begin, int64_t row
   const int64_t h_pad = (h + n - 1) / n * n;
   float* part = Scratch(1, size_t(math::reduction_partials(h)));
   float* y = Scratch(2, size_t(h_pad));
-  // The unit of a scale: the row in static and per-row modes (group == h), else each group.
+  // The unit of a dynamic scale: the row in per-row mode (group == h), else each group.
   const int64_t unit = c.mode == FUSEDNORM_SCALE_STATIC ? h : c.group;
   const int64_t units = h / unit;
   // Per unit of a row: the max of bits(|y|) and the multiplier.
@@ -127,6 +177,11 @@ void RmsnormQuantRowsT(const RmsnormQuantCall& c, int64_t row_begin, int64_t row
   const float h_f = math::length_f32(h);
   const float static_rcp = c.mode == FUSEDNORM_SCALE_STATIC ? 1.0f / static_scale_value(c) : 0.0f;
   const bool clamp = !(c.qclamp == INFINITY);  // clamp_sym with +Inf is the identity
+  // Static scale: normalized rows whose inv is finite have finite x (a NaN or Inf in x makes the
+  // sum of squares, then inv, NaN); with finite weights and a finite rcp > 0 no product is NaN.
+  const uint32_t rcp_bits = math::bits_of(static_rcp);
+  const bool static_no_nan = c.mode == FUSEDNORM_SCALE_STATIC && c.norm == FUSEDNORM_NORM_RMS && rcp_bits != 0 &&
+                             rcp_bits < math::kF32InfBits && AllFinite(g, h);
 
   for (int64_t r = row_begin; r < row_end; ++r) {
     char* out = row_ptr(c.lead, c.out, r);
@@ -135,18 +190,25 @@ void RmsnormQuantRowsT(const RmsnormQuantCall& c, int64_t row_begin, int64_t row
     float inv_s = 1.0f;
     const char* x = StartRow<InT>(c, r, h_f, part, &next, &inv_s);
     const VF inv = hn::Set(df, inv_s);
+    if (c.mode == FUSEDNORM_SCALE_STATIC) {
+      const bool no_nan = static_no_nan && (math::bits_of(inv_s) & math::kF32AbsMask) < math::kF32InfBits;
+      if (no_nan) {
+        if (clamp) StaticRow<InT, OutT, true, true>(x, g, inv, static_rcp, c.qclamp, out, h, next);
+        else StaticRow<InT, OutT, true, false>(x, g, inv, static_rcp, c.qclamp, out, h, next);
+      } else {
+        if (clamp) StaticRow<InT, OutT, false, true>(x, g, inv, static_rcp, c.qclamp, out, h, next);
+        else StaticRow<InT, OutT, false, false>(x, g, inv, static_rcp, c.qclamp, out, h, next);
+      }
+      continue;
+    }
     // The y pass of all units, then their scales (independent divisions, which pipeline), then
     // the codes.
     YAbsMaxUnits<InT>(x, g, inv, y, h, unit, amax, next);
-    if (c.mode == FUSEDNORM_SCALE_STATIC) {
-      rcp[0] = static_rcp;
-    } else {
-      char* scale_row = c.packed ? out : row_ptr(c.lead, c.scales, r);
-      for (int64_t k = 0; k < units; ++k) {
-        const math::DynamicScale s = math::dynamic_scale(amax[k], c.qmax, c.scale_ub, c.min_scale, c.scale_type);
-        StoreScale(c, scale_row, k, s.stored);
-        rcp[k] = s.r;
-      }
+    char* scale_row = c.packed ? out : row_ptr(c.lead, c.scales, r);
+    for (int64_t k = 0; k < units; ++k) {
+      const math::DynamicScale s = math::dynamic_scale(amax[k], c.qmax, c.scale_ub, c.min_scale, c.scale_type);
+      StoreScale(c, scale_row, k, s.stored);
+      rcp[k] = s.r;
     }
     EncodeUnits<OutT>(y, rcp, amax, clamp, c.qclamp, out, h, unit, next);
   }
