@@ -102,18 +102,19 @@ HWY_NOINLINE void EncodeUnits(const float* y, const float* rcp, const uint32_t* 
 
 // A row with a static scale in one pass: the codes of ((x * inv) * g) * rcp straight from x (a
 // static scale needs neither the y buffer nor the row's amax), clamped to [-qclamp, qclamp] when
-// kClamp. The same products in the same order as the y pass and the encode pass. kNoNaN: x, inv,
+// `clamp` (a branch a vector, the same for the whole row: one instantiation fewer per format and
+// input). The same products in the same order as the y pass and the encode pass. kNoNaN: x, inv,
 // g and rcp are finite and rcp > 0, so no product is NaN (one that overflows to +-Inf saturates as
 // any large value does).
-template <class InT, class OutT, bool kNoNaN, bool kClamp>
-HWY_NOINLINE void StaticRow(const char* x, const float* g, VF inv, float rcp_s, float qclamp, char* out, int64_t h,
-                            const NextRow& next) {
+template <class InT, class OutT, bool kNoNaN>
+HWY_NOINLINE void StaticRow(const char* x, const float* g, VF inv, float rcp_s, bool clamp, float qclamp, char* out,
+                            int64_t h, const NextRow& next) {
   const DF df;
   const int64_t n = int64_t(hn::Lanes(df));
   const VF rcp = hn::Set(df, rcp_s), hi = hn::Set(df, qclamp), lo = hn::Set(df, -qclamp);
   const auto enc = [&](VF xv, int64_t i) {
     VF v = hn::Mul(hn::Mul(hn::Mul(xv, inv), hn::LoadU(df, g + i)), rcp);
-    if (kClamp) {  // clamp_sym, as EncodeUnit
+    if (clamp) {  // clamp_sym, as EncodeUnit
       if (kNoNaN) v = hn::Min(hn::Max(v, lo), hi);
       else v = hn::IfThenElse(hn::Gt(v, hi), hi, hn::IfThenElse(hn::Lt(v, lo), lo, v));
     }
@@ -192,13 +193,8 @@ void RmsnormQuantRowsT(const RmsnormQuantCall& c, int64_t row_begin, int64_t row
     const VF inv = hn::Set(df, inv_s);
     if (c.mode == FUSEDNORM_SCALE_STATIC) {
       const bool no_nan = static_no_nan && (math::bits_of(inv_s) & math::kF32AbsMask) < math::kF32InfBits;
-      if (no_nan) {
-        if (clamp) StaticRow<InT, OutT, true, true>(x, g, inv, static_rcp, c.qclamp, out, h, next);
-        else StaticRow<InT, OutT, true, false>(x, g, inv, static_rcp, c.qclamp, out, h, next);
-      } else {
-        if (clamp) StaticRow<InT, OutT, false, true>(x, g, inv, static_rcp, c.qclamp, out, h, next);
-        else StaticRow<InT, OutT, false, false>(x, g, inv, static_rcp, c.qclamp, out, h, next);
-      }
+      if (no_nan) StaticRow<InT, OutT, true>(x, g, inv, static_rcp, clamp, c.qclamp, out, h, next);
+      else StaticRow<InT, OutT, false>(x, g, inv, static_rcp, clamp, c.qclamp, out, h, next);
       continue;
     }
     // The y pass of all units, then their scales (independent divisions, which pipeline), then
