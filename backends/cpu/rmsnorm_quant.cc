@@ -138,19 +138,6 @@ HWY_NOINLINE void StaticRow(const char* x, const float* g, VF inv, float rcp_s, 
   }
 }
 
-// Whether g[0, h) is finite.
-HWY_INLINE bool AllFinite(const float* g, int64_t h) {
-  const DF df;
-  const DU du;
-  const int64_t n = int64_t(hn::Lanes(df));
-  VU most = hn::Zero(du);
-  int64_t i = 0;
-  for (; i + n <= h; i += n) most = hn::Max(most, hn::And(hn::BitCast(du, hn::LoadU(df, g + i)), SetU(math::kF32AbsMask)));
-  bool finite = hn::AllTrue(df, hn::RebindMask(df, LtS(most, math::kF32InfBits)));
-  for (; i < h; ++i) finite = finite && (math::bits_of(g[i]) & math::kF32AbsMask) < math::kF32InfBits;
-  return finite;
-}
-
 HWY_INLINE void StoreScale(const RmsnormQuantCall& c, char* scale_row, int64_t group, uint32_t stored) {
   if (c.packed) {
     memcpy(scale_row + c.h, &stored, 4);  // little-endian hosts only
@@ -160,9 +147,10 @@ HWY_INLINE void StoreScale(const RmsnormQuantCall& c, char* scale_row, int64_t g
   store_code(kScaleDType[int(c.scale_type)], scale_row + group * c.scale_col_stride, 0, stored);
 }
 
-// g: gamma' (GammaPrime), padded with zeros to a whole vector.
+// g: gamma' (GammaPrime), padded with zeros to a whole vector; g_finite: whether every gamma' is
+// finite (found for static scales only).
 template <class InT, class OutT>
-void RmsnormQuantRowsT(const RmsnormQuantCall& c, int64_t row_begin, int64_t row_end, const float* g) {
+void RmsnormQuantRowsT(const RmsnormQuantCall& c, int64_t row_begin, int64_t row_end, const float* g, bool g_finite) {
   const DF df;
   const int64_t n = int64_t(hn::Lanes(df));
   const int64_t h = c.h;
@@ -182,7 +170,7 @@ void RmsnormQuantRowsT(const RmsnormQuantCall& c, int64_t row_begin, int64_t row
   // sum of squares, then inv, NaN); with finite weights and a finite rcp > 0 no product is NaN.
   const uint32_t rcp_bits = math::bits_of(static_rcp);
   const bool static_no_nan = c.mode == FUSEDNORM_SCALE_STATIC && c.norm == FUSEDNORM_NORM_RMS && rcp_bits != 0 &&
-                             rcp_bits < math::kF32InfBits && AllFinite(g, h);
+                             rcp_bits < math::kF32InfBits && g_finite;
 
   for (int64_t r = row_begin; r < row_end; ++r) {
     char* out = row_ptr(c.lead, c.out, r);
@@ -211,23 +199,26 @@ void RmsnormQuantRowsT(const RmsnormQuantCall& c, int64_t row_begin, int64_t row
 }
 
 template <class InT>
-void RmsnormQuantRowsIn(const RmsnormQuantCall& c, int64_t row_begin, int64_t row_end, const float* g) {
+void RmsnormQuantRowsIn(const RmsnormQuantCall& c, int64_t row_begin, int64_t row_end, const float* g,
+                        bool g_finite) {
   switch (c.out_type) {
 #define FN_MINIFLOAT(name, ...) \
-  case DType::k_##name: return RmsnormQuantRowsT<InT, OutMini<math::name>>(c, row_begin, row_end, g);
+  case DType::k_##name: return RmsnormQuantRowsT<InT, OutMini<math::name>>(c, row_begin, row_end, g, g_finite);
 #include "math/formats.inc"
 #undef FN_MINIFLOAT
-    case DType::kI8: return RmsnormQuantRowsT<InT, OutInt8>(c, row_begin, row_end, g);
+    case DType::kI8: return RmsnormQuantRowsT<InT, OutInt8>(c, row_begin, row_end, g, g_finite);
     default: return;  // validation admits no other output
   }
 }
 
 void RmsnormQuantRows(const RmsnormQuantCall& c, int64_t row_begin, int64_t row_end, uint64_t call_id) {
-  const float* g = CallGamma(c.w_type, c.norm == FUSEDNORM_NORM_RMS ? c.weight : nullptr, c.weight_offset, c.h, call_id);
+  bool g_finite = false;
+  const float* g = CallGamma(c.w_type, c.norm == FUSEDNORM_NORM_RMS ? c.weight : nullptr, c.weight_offset, c.h, call_id,
+                             c.mode == FUSEDNORM_SCALE_STATIC ? &g_finite : nullptr);
   switch (c.in_type) {
-    case DType::kF32: return RmsnormQuantRowsIn<InF32>(c, row_begin, row_end, g);
-    case DType::kF16: return RmsnormQuantRowsIn<InF16>(c, row_begin, row_end, g);
-    default: return RmsnormQuantRowsIn<InBF16>(c, row_begin, row_end, g);
+    case DType::kF32: return RmsnormQuantRowsIn<InF32>(c, row_begin, row_end, g, g_finite);
+    case DType::kF16: return RmsnormQuantRowsIn<InF16>(c, row_begin, row_end, g, g_finite);
+    default: return RmsnormQuantRowsIn<InBF16>(c, row_begin, row_end, g, g_finite);
   }
 }
 

@@ -385,15 +385,28 @@ inline HWY_NOINLINE void GammaPrime(DType w_type, const char* w, float offset, f
 // gamma' of the call for this thread (Scratch slot 0), padded with zeros to a whole vector: made
 // once per call (call_id: unique per call, never 0), however many row blocks of the call the
 // thread runs (the weights cannot change during a call). w == nullptr: quant-only, gamma' = 1,
-// which with inv = 1 leaves y = x bit for bit.
-inline const float* CallGamma(DType w_type, const char* w, float offset, int64_t h, uint64_t call_id) {
-  const int64_t n = int64_t(hn::Lanes(DF()));
+// which with inv = 1 leaves y = x bit for bit. finite (where asked): whether every gamma' is
+// finite, likewise found once per call.
+inline const float* CallGamma(DType w_type, const char* w, float offset, int64_t h, uint64_t call_id,
+                              bool* finite = nullptr) {
+  const DF df;
+  const int64_t n = int64_t(hn::Lanes(df));
   const int64_t h_pad = (h + n - 1) / n * n;
-  thread_local uint64_t gamma_call = 0;
+  thread_local uint64_t gamma_call = 0, finite_call = 0;
+  thread_local bool gamma_finite = true;
   float* g = Scratch(0, size_t(h_pad));
   if (gamma_call != call_id) {
     GammaPrime(w_type, w, offset, g, h, h_pad);
     gamma_call = call_id;
+  }
+  if (finite != nullptr) {
+    if (finite_call != call_id) {
+      VI m = hn::Zero(DI());
+      for (int64_t i = 0; i < h_pad; i += n) m = AbsMaxAcc(m, hn::Load(df, g + i));
+      gamma_finite = hn::AllTrue(df, hn::RebindMask(df, LtS(hn::BitCast(DU(), m), math::kF32InfBits)));
+      finite_call = call_id;
+    }
+    *finite = gamma_finite;
   }
   return g;
 }
