@@ -110,6 +110,27 @@ TEST_CASE("rmsnorm_quant: special rows on every target", "[rmsnorm_quant][cpu]")
       }
 }
 
+TEST_CASE("rmsnorm_quant: static scale with an Inf, NaN or huge weight, every target", "[rmsnorm_quant][cpu]") {
+  // A static row takes the NaN-free encoder only where inv, every weight and 1 / s are finite: an
+  // Inf weight times x = 0 and a NaN weight give NaN codes, a huge finite weight overflows y to
+  // +-Inf (saturated), each as the reference writes them.
+  std::mt19937_64 rng(5);
+  for (DType out : kOuts)
+    for (int kind = 0; kind < 3; ++kind) {
+      CaseSpec s;
+      s.in = s.w = DType::kF32;
+      s.out = out;
+      s.mode = FUSEDNORM_SCALE_STATIC;
+      s.h = 100;
+      s.lead = {4};
+      CaseTensors t(s);
+      t.fill_random(rng);
+      t.weight->set(0, 7, kind == 0 ? INFINITY : kind == 1 ? NAN : 3e38f);
+      t.input->set(1, 7, 0.0f);
+      check_case(t, uint64_t(kind));
+    }
+}
+
 TEST_CASE("rmsnorm_quant: results do not depend on the thread count", "[rmsnorm_quant][cpu]") {
   std::mt19937_64 rng(11);
   for (int mode : {FUSEDNORM_SCALE_DYNAMIC_ROW, FUSEDNORM_SCALE_DYNAMIC_GROUP}) {
