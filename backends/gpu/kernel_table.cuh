@@ -34,13 +34,18 @@ KernelFn rmsnorm_quant_kernel_fast(const RowShape& shape) {
 }
 
 // The kernel for a format pair, shape and plan: the general kernel (8- or 4-element vectors) for
-// kAll, else the plan's fast kernel. rmsnorm_quant writes integer and 8-bit float codes only
-// (FP4 is rmsnorm_fp4's), so no kernel is made for f4e2m1.
+// kAll, else the plan's fast kernel (fast_format's formats only: fast_plan gives the others kAll).
+// rmsnorm_quant writes integer and 8-bit float codes only (FP4 is rmsnorm_fp4's), so no kernel is
+// made for f4e2m1.
 template <DType kIn, DType kOut>
 KernelFn rmsnorm_quant_kernel_pick(const RowShape& shape, Plan plan) {
   constexpr int kWarp = kGpuWarp;
   if constexpr (kOut == DType::k_f4e2m1) {
     return nullptr;
+  } else if constexpr (!fast_format(kOut)) {
+    if (plan != Plan::kAll) return nullptr;
+    return shape.vec == 8 ? &rmsnorm_quant_kernel<kIn, kOut, kWarp, 8, kElemsPerThread / 8, Plan::kAll>
+                          : &rmsnorm_quant_kernel<kIn, kOut, kWarp, 4, kElemsPerThread / 4, Plan::kAll>;
   } else {
     switch (plan) {
       case Plan::kStatic: return rmsnorm_quant_kernel_fast<kIn, kOut, Plan::kStatic>(shape);

@@ -107,12 +107,21 @@ inline bool step_groups_fit(int64_t group, const RowShape& s, int warp) {
   return group <= s.partials && group / s.vec >= s.steps && s.threads_per_row >= warp;
 }
 
+// The output formats with fast kernels: those inference runs on (f8e4m3fn, f8e5m2 and int8; the
+// MI300's f8e4m3fnuz). f8e4m3 (IEEE-style, with infinities) and f8e5m2fnuz take the general
+// kernel, the same bytes in 1.5-3x the time (docs/performance.md): each format's fast kernels are
+// 15 instantiations (3 plans x 5 step counts) an input dtype, the bulk of the GPU plugins' compile
+// time (docs/testing.md).
+constexpr bool fast_format(DType out) {
+  return out == DType::k_f8e4m3fn || out == DType::k_f8e4m3fnuz || out == DType::k_f8e5m2 || out == DType::kI8;
+}
+
 // The fast kernel's plan for a call whose views allow one (vector-aligned, one leading
 // dimension, H a whole number of steps) in row shape s, or kAll; `warp` is the device's warp
 // (kGpuWarp). Groups larger than a step but smaller than the row (H <= 4 G), or too small for the
 // lanes rule above, take the general kernel. From the options and H alone (batch invariance).
 inline Plan fast_plan(const RmsnormQuantCall& c, const RowShape& s, int warp) {
-  if (!fast_steps(s) || c.h % s.partials != 0) return Plan::kAll;
+  if (!fast_format(c.out_type) || !fast_steps(s) || c.h % s.partials != 0) return Plan::kAll;
   if (c.mode == FUSEDNORM_SCALE_STATIC) return Plan::kStatic;
   if (c.mode == FUSEDNORM_SCALE_DYNAMIC_ROW || c.group >= c.h) return Plan::kRow;
   return step_groups_fit(c.group, s, warp) ? Plan::kGroup : Plan::kAll;
