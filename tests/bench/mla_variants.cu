@@ -12,6 +12,10 @@
 //   nvcc -std=c++17 -O3 -arch=sm_90a -fmad=false -Iinclude -Isrc -I. -o build-gpu/mla_variants \
 //     tests/bench/mla_variants.cu
 //   build-gpu/mla_variants            # on the GPU machine; exit status 1 if any case differs
+// Status (H200, 2026-11-28; docs/performance.md, mla_rope_rmsnorm_quant): the DeepSeek cases give the
+// library's bytes, faster at large T and slower in decode, so the variant was not adopted; the sweep
+// of other L, R and page sizes that follows them stops on a misaligned-address fault in the
+// variant's kernel, not debugged.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
