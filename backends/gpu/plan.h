@@ -109,7 +109,8 @@ inline bool step_groups_fit(int64_t group, const RowShape& s, int warp) {
 
 // The output formats with fast kernels: those inference runs on (f8e4m3fn, f8e5m2 and int8; the
 // MI300's f8e4m3fnuz). f8e4m3 (IEEE-style, with infinities) and f8e5m2fnuz take the general
-// kernel, the same bytes in 1.5-3x the time (docs/performance.md): each format's fast kernels are
+// kernel: the same bytes, in about 2.5x the time at 16384 rows and 4-5x in decode on an H200
+// (docs/performance.md, known limits). Each format's fast kernels are
 // 15 instantiations (3 plans x 5 step counts) an input dtype, the bulk of the GPU plugins' compile
 // time (docs/testing.md).
 constexpr bool fast_format(DType out) {
