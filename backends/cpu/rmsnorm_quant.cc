@@ -35,6 +35,14 @@ struct OutInt8 {
   static HWY_INLINE VU EncodeNoNaN(VF v) { return EncodeInt8NoNaN<kSaturate>(v); }
 };
 
+// clamp_sym(v, qclamp) with lo = -qclamp, hi = qclamp: NaN passes through (compare-and-select);
+// kNoNaN (no lane is NaN): min/max, the same values with qclamp > 0 (no tie between signed zeros).
+template <bool kNoNaN>
+HWY_INLINE VF ClampSym(VF v, VF lo, VF hi) {
+  if (kNoNaN) return hn::Min(hn::Max(v, lo), hi);
+  return hn::IfThenElse(hn::Gt(v, hi), hi, hn::IfThenElse(hn::Lt(v, lo), lo, v));
+}
+
 // Codes of y[begin, end) * rcp, clamped to [-qclamp, qclamp] when kClamp. kNoNaN: no y * rcp is
 // NaN (a finite unit with a finite rcp >= 0), so the encoder's NaN branch is left out; with
 // kNoNaN and !kSat, also its saturation step (every |y * rcp| is known to stay below the
@@ -47,12 +55,7 @@ HWY_INLINE void EncodeUnit(const float* y, float rcp, float qclamp, char* out, i
   const VF vr = hn::Set(df, rcp), hi = hn::Set(df, qclamp), lo = hn::Set(df, -qclamp);
   const auto enc = [&](int64_t i) {
     VF v = hn::Mul(hn::LoadU(df, y + i), vr);
-    if (kClamp) {
-      // clamp_sym: NaN passes through (compare-and-select); without NaN, and with qclamp > 0
-      // (no tie between signed zeros), min/max give the same values.
-      if (kNoNaN) v = hn::Min(hn::Max(v, lo), hi);
-      else v = hn::IfThenElse(hn::Gt(v, hi), hi, hn::IfThenElse(hn::Lt(v, lo), lo, v));
-    }
+    if (kClamp) v = ClampSym<kNoNaN>(v, lo, hi);
     if (kNoNaN) return OutT::template EncodeNoNaN<kSat>(v);
     return OutT::Encode(v);
   };
@@ -114,10 +117,7 @@ HWY_NOINLINE void StaticRow(const char* x, const float* g, VF inv, float rcp_s, 
   const VF rcp = hn::Set(df, rcp_s), hi = hn::Set(df, qclamp), lo = hn::Set(df, -qclamp);
   const auto enc = [&](VF xv, int64_t i) {
     VF v = hn::Mul(hn::Mul(hn::Mul(xv, inv), hn::LoadU(df, g + i)), rcp);
-    if (clamp) {  // clamp_sym, as EncodeUnit
-      if (kNoNaN) v = hn::Min(hn::Max(v, lo), hi);
-      else v = hn::IfThenElse(hn::Gt(v, hi), hi, hn::IfThenElse(hn::Lt(v, lo), lo, v));
-    }
+    if (clamp) v = ClampSym<kNoNaN>(v, lo, hi);
     if (kNoNaN) return OutT::template EncodeNoNaN<true>(v);
     return OutT::Encode(v);
   };

@@ -42,19 +42,18 @@ KernelFn rmsnorm_quant_kernel_pick(const RowShape& shape, Plan plan) {
   constexpr int kWarp = kGpuWarp;
   if constexpr (kOut == DType::k_f4e2m1) {
     return nullptr;
-  } else if constexpr (!fast_format(kOut)) {
+  } else {
+    if constexpr (fast_format(kOut)) {
+      switch (plan) {
+        case Plan::kStatic: return rmsnorm_quant_kernel_fast<kIn, kOut, Plan::kStatic>(shape);
+        case Plan::kRow: return rmsnorm_quant_kernel_fast<kIn, kOut, Plan::kRow>(shape);
+        case Plan::kGroup: return rmsnorm_quant_kernel_fast<kIn, kOut, Plan::kGroup>(shape);
+        default: break;
+      }
+    }
     if (plan != Plan::kAll) return nullptr;
     return shape.vec == 8 ? &rmsnorm_quant_kernel<kIn, kOut, kWarp, 8, kElemsPerThread / 8, Plan::kAll>
                           : &rmsnorm_quant_kernel<kIn, kOut, kWarp, 4, kElemsPerThread / 4, Plan::kAll>;
-  } else {
-    switch (plan) {
-      case Plan::kStatic: return rmsnorm_quant_kernel_fast<kIn, kOut, Plan::kStatic>(shape);
-      case Plan::kRow: return rmsnorm_quant_kernel_fast<kIn, kOut, Plan::kRow>(shape);
-      case Plan::kGroup: return rmsnorm_quant_kernel_fast<kIn, kOut, Plan::kGroup>(shape);
-      default:
-        return shape.vec == 8 ? &rmsnorm_quant_kernel<kIn, kOut, kWarp, 8, kElemsPerThread / 8, Plan::kAll>
-                              : &rmsnorm_quant_kernel<kIn, kOut, kWarp, 4, kElemsPerThread / 4, Plan::kAll>;
-    }
   }
 }
 
