@@ -61,25 +61,30 @@ __device__ __forceinline__ uint32_t pack_fp4(const float v[kVec], float r, bool 
   return w;
 }
 
-// The |y| maximum of a block (the exact amax of numerics.md, as bits): this thread's 8 values,
+// The |y| maximum of a block (the exact amax of numerics.md, as bits): this thread's kN values,
 // then the block's `lanes` adjacent threads (a power of two) by shuffles.
-template <int kWarp, bool kFast>
-__device__ __forceinline__ uint32_t fp4_block_amax(const float y[kFp4Vec], int lanes) {
+template <int kWarp, bool kFast, int kN = kFp4Vec>
+__device__ __forceinline__ uint32_t fp4_block_amax(const float* y, int lanes) {
   uint32_t m = 0;
 #if FN_CUDA_ARCH > 0
   if (kFast) {
     // max.NaN of |y|: for non-NaN values the float maximum of non-negative floats, whose bits
     // are the integer maximum below; any NaN gives the canonical NaN, above Inf's bits as a
     // NaN's are (block_scale looks only at amax >= Inf's bits).
-    float mf = 0.0f;
+    // A pairwise tree (the maximum is order-free): a dependency chain of log2(kN), not kN.
+    float mf[kN];
 #pragma unroll
-    for (int j = 0; j < kFp4Vec; ++j) mf = gpu_max_nan(mf, fabsf(y[j]));
-    m = math::bits_of(mf);
+    for (int j = 0; j < kN; ++j) mf[j] = fabsf(y[j]);
+#pragma unroll
+    for (int level = 1; level < kN; level *= 2)
+#pragma unroll
+      for (int j = 0; j < kN; j += 2 * level) mf[j] = gpu_max_nan(mf[j], mf[j + level]);
+    m = math::bits_of(mf[0]);
   } else
 #endif
   {
 #pragma unroll
-    for (int j = 0; j < kFp4Vec; ++j) {
+    for (int j = 0; j < kN; ++j) {
       const uint32_t b = math::bits_of(y[j]) & math::kF32AbsMask;
       m = b > m ? b : m;
     }
@@ -96,13 +101,14 @@ __device__ __forceinline__ uint32_t fp4_block_amax(const float y[kFp4Vec], int l
 // The block scale of amax: NVFP4 (kBlock 16) or MXFP4 (32), the shared math's
 // (math::nvfp4_block_scale, math::mxfp4_block_scale) with cheaper equal steps:
 // - NVFP4: the e4m3 code by the hardware conversion where there is one (encode1, proven equal to
-//   f8e4m3fn::encode by verify_encoders); dec(code) exactly as the code's bits moved to f32's
-//   places (exponent and mantissa fields at bits 23.., 20..: a normal f32, or for magnitudes below
-//   8 a subnormal one) times 2^120, which turns bias 127 into 7; the NaN code by the shared decoder;
-// - MXFP4: 1 / dec(code) = 2^(127 - code) exactly, a normal f32 for code <= 253 and 2^-127 for 254
-//   (code 255, NaN, needs a NaN amax, handled first).
-template <int kBlock>
-__device__ __forceinline__ math::BlockScale block_scale(uint32_t amax, float gs) {
+//   f8e4m3fn::encode by verify_encoders); r from `r_of_code` (kTable: math::nvfp4_multiplier of
+//   every code, tabulated by the caller) or, without a table, dec(code) exactly as the code's bits moved
+//   to f32's places (exponent and mantissa fields at bits 23.., 20..: a normal f32, or for
+//   magnitudes below 8 a subnormal one) times 2^120, which turns bias 127 into 7, the NaN code by
+//   the shared decoder;
+// - MXFP4: math::mxfp4_block_scale_finite (the NaN and Inf amax handled first).
+template <int kBlock, bool kTable = false>
+__device__ __forceinline__ math::BlockScale block_scale(uint32_t amax, float gs, const float* r_of_code = nullptr) {
   math::BlockScale s;
   if (amax >= math::kF32InfBits) {
     s.code = kBlock == 16 ? math::f8e4m3fn::kNan : math::kE8m0Nan;
@@ -111,15 +117,17 @@ __device__ __forceinline__ math::BlockScale block_scale(uint32_t amax, float gs)
   }
   if (kBlock == 16) {
     s.code = encode1<DType::k_f8e4m3fn>(math::div_rn(math::mul_rn(gs, math::float_of(amax)), 6.0f));
-    const uint32_t mag = s.code & math::f8e4m3fn::kMagMask;
-    const float d = mag == 0x7Fu ? math::f8e4m3fn::decode(s.code)
-                                 : math::mul_rn(math::float_of(((s.code & 0x80u) << 24) | (mag << 20)), 0x1p120f);
-    s.r = mag == 0 ? 0.0f : math::div_rn(gs, d);
-  } else {
-    s.code = math::encode_e8m0_up(math::div_rn(math::float_of(amax), 6.0f));
-    s.r = s.code == 0 && amax == 0 ? 0.0f : math::float_of(s.code >= 254u ? 0x00400000u : (254u - s.code) << 23);
+    if (kTable) {
+      s.r = r_of_code[s.code];
+    } else {
+      const uint32_t mag = s.code & math::f8e4m3fn::kMagMask;
+      const float d = mag == 0x7Fu ? math::f8e4m3fn::decode(s.code)
+                                   : math::mul_rn(math::float_of(((s.code & 0x80u) << 24) | (mag << 20)), 0x1p120f);
+      s.r = mag == 0 ? 0.0f : math::div_rn(gs, d);
+    }
+    return s;
   }
-  return s;
+  return math::mxfp4_block_scale_finite(amax);
 }
 
 }  // namespace gpu

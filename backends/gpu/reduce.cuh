@@ -86,6 +86,29 @@ __device__ __forceinline__ T combine_warps(const T* red, int n, Combine combine)
   return p;
 }
 
+// A thread's share of the canonical sum of squares (docs/numerics.md §2), from its kVec lanes of
+// the row's steps s < steps held as input words (raw[s]): partial j summed over the steps, the
+// first square alone (0 + q is q for every square: +0, positive, +Inf or NaN, whose payload
+// reaches no output), then the first log2(kVec) levels of the pairwise tree in registers, pairs
+// `level` apart in place. row_reduce_finish goes on across the row's threads.
+template <class In, int kSteps, int kVec, int kWords>
+__device__ __forceinline__ float thread_sum_squares(const uint32_t (&raw)[kSteps][kWords], int steps) {
+  float part[kVec];
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s)
+#pragma unroll
+    for (int j = 0; j < kVec; ++j)
+      if (s < steps) {
+        const float x = In::get(raw[s], j), q = math::mul_rn(x, x);
+        part[j] = s == 0 ? q : math::add_rn(part[j], q);
+      }
+#pragma unroll
+  for (int level = 1; level < kVec; level *= 2)
+#pragma unroll
+    for (int j = 0; j < kVec; j += 2 * level) part[j] = math::add_rn(part[j], part[j + level]);
+  return part[0];
+}
+
 // A row's reduction followed by its scalar formula (inv_rms, the scale): below the warp every
 // lane reduces and evaluates it; above, warp results meet in shared memory `red`, the row's
 // first warp combines them in the same pairwise order and its lane 0 evaluates the formula once

@@ -33,6 +33,7 @@
 #include "backends/gpu/plan.h"
 #include "backends/gpu/reduce.cuh"
 #include "backends/gpu/rmsnorm_fp4_short.cuh"
+#include "backends/gpu/rmsnorm_fp4_wide.cuh"
 #include "core/call.h"
 #include "math/quant_math.h"
 
@@ -143,25 +144,10 @@ __global__ void FN_KERNEL_BOUNDS(kMaxBlockThreads / 2, kSteps <= 4 ? kFp4Regs4 :
     }
     float inv = 1.0f;
     if (norm) {
-      float part[kFp4Vec];
-#pragma unroll
-      for (int j = 0; j < kFp4Vec; ++j) part[j] = 0.0f;
-#pragma unroll
-      for (int s = 0; s < kFp4MaxSteps; ++s)
-#pragma unroll
-        for (int j = 0; j < kFp4Vec; ++j)
-          if (s < S) {
-            // Step 0: 0 + x² is x² (x² is +0, positive or NaN), so no addition.
-            const float x = In::get(raw[s], j);
-            part[j] = s == 0 ? math::mul_rn(x, x) : math::add_rn(part[j], math::mul_rn(x, x));
-          }
-#pragma unroll
-      for (int n = kFp4Vec; n > 1; n /= 2)
-#pragma unroll
-        for (int j = 0; j < n / 2; ++j) part[j] = math::add_rn(part[2 * j], part[2 * j + 1]);
       inv = row_reduce_finish<kWarp, false, true>(
-          part[0], t, T, rib, red[parity], [](float a, float b) { return math::add_rn(a, b); },
-          [len, eps](float ss) { return math::inv_rms(ss, len, eps); }, inv_of_row[parity]);
+          thread_sum_squares<In, kFp4MaxSteps, kFp4Vec>(raw, S), t, T, rib, red[parity],
+          [](float a, float b) { return math::add_rn(a, b); }, [len, eps](float ss) { return math::inv_rms(ss, len, eps); },
+          inv_of_row[parity]);
     }
     // y of step s: (x × inv) × g, g = w + offset read per row (it stays in L1 / L2); quant-only x.
     const auto y_of = [&](int s, float y[kFp4Vec]) {
@@ -329,9 +315,10 @@ using Fp4Kernel = void (*)(RmsnormFp4Call, RowShape, Accesses);
 
 // A persistent grid: as many blocks as can be resident (occupancy asked once per kernel, block
 // size and shared memory: launch.cuh), at most one a row group; each block walks its rows and
-// prefetches its next one. `smem`: the fast kernel's weight table.
-inline gpuError_t launch_fp4(Fp4Kernel fn, const RmsnormFp4Call& c, const RowShape& shape, const Accesses& acc,
-                             size_t smem, int device, gpuStream_t stream) {
+// prefetches its next one. `smem`: the fast kernels' weight table.
+template <class Fn, class... Extra>
+inline gpuError_t launch_fp4(Fn fn, const RmsnormFp4Call& c, const RowShape& shape, size_t smem, int device,
+                             gpuStream_t stream, const Extra&... extra) {
   const DeviceFacts& dev = g_devices[size_t(device)];
   const unsigned threads = unsigned(shape.rows_per_block * shape.threads_per_row);
   int per_sm = 1;
@@ -340,7 +327,7 @@ inline gpuError_t launch_fp4(Fp4Kernel fn, const RmsnormFp4Call& c, const RowSha
   const int64_t all_rows = c.swizzled ? c.swizzle_rows : c.lead.rows;
   const int64_t groups = (all_rows + shape.rows_per_block - 1) / shape.rows_per_block;
   const int64_t grid = std::min<int64_t>(groups, int64_t(per_sm) * dev.multiprocessors);
-  return launch_pdl(fn, dev, unsigned(grid), threads, smem, stream, c, shape, acc);
+  return launch_pdl(fn, dev, unsigned(grid), threads, smem, stream, c, shape, extra...);
 }
 
 // The general kernel holds up to 8 steps; the fast ones 4 (three blocks of 256 threads an SM) or 8.
@@ -355,6 +342,11 @@ using Fp4SmallKernel = void (*)(RmsnormFp4Call, RowShape);
 template <DType kIn>
 Fp4SmallKernel fp4_small_for(bool nv) {
   return nv ? &rmsnorm_fp4_small_kernel<kIn, 16> : &rmsnorm_fp4_small_kernel<kIn, 32>;
+}
+
+template <DType kIn>
+Fp4SmallKernel fp4_wide_for(bool nv) {
+  return nv ? &rmsnorm_fp4_wide_kernel<kIn, 16, kGpuWarp> : &rmsnorm_fp4_wide_kernel<kIn, 32, kGpuWarp>;
 }
 
 }  // namespace
@@ -400,10 +392,24 @@ fusednorm_status plugin_rmsnorm_fp4(const RmsnormFp4Call* call, int32_t device, 
     if (e != gpuSuccess) return vendor_error(e, "launching rmsnorm_fp4", msg, n);
     return FUSEDNORM_SUCCESS;
   }
+  // 16-bit inputs of 4 steps (H = 4P): the wide kernel (16 elements a thread and step), where the
+  // codes' rows allow 8-byte stores and its weight table fits.
+  if (fast && c.in_type != DType::kF32 && shape.steps == kFp4WideSteps &&
+      access_for(c.lead, c.out, 1, kFp4WideVec / 2) == kVectors) {
+    RowShape wide = row_shape(c.h, kFp4WideVec);
+    const size_t wtable = norm ? fp4_wide_table_bytes(c.h) : 0;
+    if (wtable + 2048 <= g_devices[size_t(device)].max_smem_per_block) {
+      const Fp4SmallKernel fw = c.in_type == DType::kF16 ? fp4_wide_for<DType::kF16>(nv) : fp4_wide_for<DType::kBF16>(nv);
+      gpuError_t e = launch_fp4(fw, c, wide, wtable, device, static_cast<gpuStream_t>(stream));
+      if (e == gpuSuccess) e = gpuGetLastError();
+      if (e != gpuSuccess) return vendor_error(e, "launching rmsnorm_fp4", msg, n);
+      return FUSEDNORM_SUCCESS;
+    }
+  }
   const Fp4Kernel fn = c.in_type == DType::kF32   ? fp4_kernel_for<DType::kF32>(nv, fast, shape.steps)
                        : c.in_type == DType::kF16 ? fp4_kernel_for<DType::kF16>(nv, fast, shape.steps)
                                                   : fp4_kernel_for<DType::kBF16>(nv, fast, shape.steps);
-  gpuError_t e = launch_fp4(fn, c, shape, acc, fast ? table : 0, device, static_cast<gpuStream_t>(stream));
+  gpuError_t e = launch_fp4(fn, c, shape, fast ? table : 0, device, static_cast<gpuStream_t>(stream), acc);
   if (e == gpuSuccess) e = gpuGetLastError();
   if (e != gpuSuccess) return vendor_error(e, "launching rmsnorm_fp4", msg, n);
   return FUSEDNORM_SUCCESS;

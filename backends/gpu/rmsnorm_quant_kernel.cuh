@@ -308,23 +308,10 @@ __global__ void FN_KERNEL_BOUNDS(kMaxBlockThreads, kVec >= 8 ? kMaxNReg8 : 64)
     // 2. Sum of squares in the canonical order, inv_rms. Elements past H are 0 and add nothing.
     float inv = 1.0f;
     if (norm) {
-      // Each partial starts at its first square: 0 + q is q for every q = x * x (+0, positive,
-      // +Inf or NaN, and a NaN's payload reaches no output), one addition fewer a partial.
-      float part[kVec];
-#pragma unroll
-      for (int s = 0; s < kSteps; ++s)
-#pragma unroll
-        for (int j = 0; j < kVec; ++j) {
-          const float x = In::get(raw[s], j), q = math::mul_rn(x, x);
-          part[j] = s == 0 ? q : math::add_rn(part[j], q);
-        }
-#pragma unroll
-      for (int n = kVec; n > 1; n /= 2)
-#pragma unroll
-        for (int j = 0; j < n / 2; ++j) part[j] = math::add_rn(part[2 * j], part[2 * j + 1]);
       const float eps = c.eps;
       inv = row_reduce_finish<kWarp, kInvOnceHere, kLocalHere>(
-          part[0], t, T, rib, red_sum[parity], [](float a, float b) { return math::add_rn(a, b); },
+          thread_sum_squares<In, kSteps, kVec>(raw, kSteps), t, T, rib, red_sum[parity],
+          [](float a, float b) { return math::add_rn(a, b); },
           [len, eps, inv_len](float ss) {
             return math::inv_rms_of_mean(inv_len != 0.0f ? math::mul_rn(ss, inv_len) : math::div_rn(ss, len), eps);
           },

@@ -379,7 +379,13 @@ struct BlockScale {
   float r;        // the multiplier applied before encoding
 };
 
-// NVFP4: sf = enc_f8e4m3fn((gs × a) / 6); r = (sf == ±0) ? 0 : gs / dec(sf).
+// NVFP4's multiplier of a scale code: r = (sf == ±0) ? 0 : gs / dec(sf) (a function of the code
+// and gs alone, so a kernel may tabulate it for all 256 codes once).
+FN_HD float nvfp4_multiplier(uint32_t code, float gs) {
+  return (code & f8e4m3fn::kMagMask) == 0 ? 0.0f : div_rn(gs, f8e4m3fn::decode(code));
+}
+
+// NVFP4: sf = enc_f8e4m3fn((gs × a) / 6); r = nvfp4_multiplier(sf, gs).
 FN_HD BlockScale nvfp4_block_scale(uint32_t amax_bits, float gs) {
   BlockScale s;
   if (amax_bits >= kF32InfBits) {
@@ -388,7 +394,7 @@ FN_HD BlockScale nvfp4_block_scale(uint32_t amax_bits, float gs) {
     return s;
   }
   s.code = f8e4m3fn::encode<false>(div_rn(mul_rn(gs, float_of(amax_bits)), 6.0f));
-  s.r = (s.code & f8e4m3fn::kMagMask) == 0 ? 0.0f : div_rn(gs, f8e4m3fn::decode(s.code));
+  s.r = nvfp4_multiplier(s.code, gs);
   return s;
 }
 
@@ -403,6 +409,20 @@ FN_HD BlockScale mxfp4_block_scale(uint32_t amax_bits) {
   }
   s.code = encode_e8m0_up(div_rn(float_of(amax_bits), 6.0f));
   s.r = (s.code == 0 && amax_bits == 0) ? 0.0f : div_rn(1.0f, decode_e8m0(s.code));
+  return s;
+}
+
+// mxfp4_block_scale for a finite amax (amax_bits < Inf's bits), with no general case of the
+// encoder or the decoder: v = rn(a / 6) is non-negative and below 2^126 (a <= FLT_MAX), so
+// enc_e8m0_up(v) is 0 for v <= 2^-127 and else the exponent field of v rounded up, (bits(v) +
+// 0x7FFFFF) >> 23 (1 for v in (2^-127, 2^-126), at most 253); r = 1 / 2^(code - 127) =
+// 2^(127 - code), a normal f32 with exponent field 254 - code (0 when a = 0). Proven equal to
+// mxfp4_block_scale for every finite amax (tests/cpu/encoders_exhaustive_test.cc).
+FN_HD BlockScale mxfp4_block_scale_finite(uint32_t amax_bits) {
+  BlockScale s;
+  const uint32_t v = bits_of(div_rn(float_of(amax_bits), 6.0f));
+  s.code = v <= kF32Pow2m127 ? 0u : (v + 0x7FFFFFu) >> 23;
+  s.r = amax_bits == 0 ? 0.0f : float_of((254u - s.code) << 23);
   return s;
 }
 

@@ -191,6 +191,32 @@ TEST_CASE("encoders: encode_f4e2m1_sel (every input) and encode_f4e2m1_num (ever
   CHECK(bad.load() == 0);
 }
 
+// The GPU kernels' MXFP4 scale of a finite block (mxfp4_block_scale_finite) against the shared
+// one, for every finite amax (every non-negative f32 below Inf: all the bits a block's amax takes).
+math::BlockScale (*volatile g_mx_fast)(uint32_t) = math::mxfp4_block_scale_finite;
+math::BlockScale (*volatile g_mx_ref)(uint32_t) = math::mxfp4_block_scale;
+
+TEST_CASE("encoders: mxfp4_block_scale_finite equals mxfp4_block_scale for every finite amax", "[exhaustive]") {
+  std::atomic<uint64_t> bad{0};
+  std::atomic<uint32_t> first{0xFFFFFFFFu};
+  tbb::parallel_for(uint32_t(0), math::kF32InfBits >> 16, [&](uint32_t hi) {
+    uint64_t n = 0;
+    for (uint32_t lo = 0; lo < (1u << 16); ++lo) {
+      const uint32_t a = (hi << 16) | lo;
+      const math::BlockScale f = g_mx_fast(a), w = g_mx_ref(a);
+      if (f.code != w.code || math::bits_of(f.r) != math::bits_of(w.r)) {
+        ++n;
+        uint32_t fi = first.load();
+        while (a < fi && !first.compare_exchange_weak(fi, a)) {
+        }
+      }
+    }
+    bad += n;
+  });
+  INFO("first mismatching amax 0x" << std::hex << first.load());
+  CHECK(bad.load() == 0);
+}
+
 }  // namespace
 }  // namespace test
 }  // namespace fusednorm

@@ -1,0 +1,176 @@
+// Compiled twice: as CUDA and as HIP (through rmsnorm_fp4.cuh). rmsnorm_fp4's kernel for the
+// common case: 16-bit input (bf16, f16), every view vector-aligned with one leading dimension,
+// H exactly 4 steps (H = 4P, a power of two). The same formulas in the same order as the fast kernel
+// of rmsnorm_fp4.cuh, so the same bytes; the host there picks it from the views and H alone.
+//
+// A thread owns 16 adjacent elements of each step (thread t of a row: s*P + 16t .. + 15), twice
+// the fast kernel's 8, so that a row has half the threads and each thread's once-a-row work
+// (addresses, the row reduction's tail, loop control) serves twice the elements:
+// - the sum of squares: 16 canonical partials a thread, their tree's first four levels in
+//   registers, the rest across the row's threads (row_reduce_finish) — the canonical order;
+// - an NVFP4 block (16) is one thread's vector of a step, so its amax and scale need no other
+//   thread; an MXFP4 block (32) is two adjacent threads, one exchange of their maxima, and both
+//   compute the (same) scale, the even one stores it;
+// - NVFP4's multiplier r = gs / dec(code) comes from a table of all 256 codes that the block
+//   fills once (math::nvfp4_multiplier), MXFP4's from math::mxfp4_block_scale_finite.
+// Inputs are kept as their 16-bit words until inv is known (32 registers for 4 steps).
+#pragma once
+
+#include <stdint.h>
+
+#include "backends/gpu/encode.cuh"
+#include "backends/gpu/fp4_encode.cuh"
+#include "backends/gpu/gpu_runtime.h"
+#include "backends/gpu/io.cuh"
+#include "backends/gpu/plan.h"
+#include "backends/gpu/reduce.cuh"
+#include "core/call.h"
+#include "math/quant_math.h"
+
+namespace fusednorm {
+namespace gpu {
+
+constexpr int kFp4WideVec = 16;    // elements a thread owns in a step
+// Steps of a row: exactly 4, the only count <= 4 (H a whole number S of steps of P =
+// reduction_partials(H) elements, the largest power of two <= H / 4, gives S in 4 .. 7 up to
+// H = 4 * 4096; so the wide kernel serves H = 4P: 128 .. 16384, powers of two).
+constexpr int kFp4WideSteps = 4;
+constexpr int kFp4WideRegs = 80;  // register cap
+
+// Bytes of the weight table: g = w + offset of a row, 16 floats a thread and step (H floats).
+inline size_t fp4_wide_table_bytes(int64_t h) { return size_t(h) * sizeof(float); }
+
+template <DType kIn, int kBlock, int kWarp>
+__global__ void FN_KERNEL_BOUNDS(kRowThreads, kFp4WideRegs)
+    rmsnorm_fp4_wide_kernel(FN_GRID_CONSTANT const RmsnormFp4Call c, const RowShape shape) {
+  using In = InTraits<kIn>;
+  static_assert(In::kBytes == 2, "16-bit inputs");
+  constexpr int kV = kFp4WideVec, kS = kFp4WideSteps;
+  constexpr int kW = Vec<In::kBytes, kV>::kWords;
+  constexpr int kPerWord = Vec<In::kBytes, kV>::kPerWord;
+  __shared__ __align__(16) float red[2][kMaxBlockThreads / 32];
+  __shared__ float inv_of_row[2][kMaxBlockThreads / 32];
+  __shared__ float r_of_code[kBlock == 16 ? 256 : 1];
+  // g of element s*P + 16t + 4q + i at slot (4s + q) * T + t, component i: filled by the block's
+  // first row of threads, read by every row (conflict-free 16-byte accesses).
+  extern __shared__ float4 fp4_wide_gamma[];
+  const int T = shape.threads_per_row, P = shape.partials, R = shape.rows_per_block;
+  const int t = int(threadIdx.x) % T, rib = int(threadIdx.x) / T;
+  const int64_t rows = c.lead.rows;
+  const int64_t all_rows = c.swizzled ? c.swizzle_rows : rows;
+  const int64_t blocks = c.h / kBlock;
+  const uint32_t row_bytes = uint32_t(c.h) * In::kBytes;
+  const bool norm = c.norm == FUSEDNORM_NORM_RMS;
+  const float len = math::length_f32(c.h), eps = c.eps;
+#if FN_CUDA_ARCH >= 900
+  if (t == 0 && int64_t(blockIdx.x) * R + rib < rows) {
+    const int64_t row0 = int64_t(blockIdx.x) * R + rib;
+    gpu_prefetch_l2_range(c.in.data + row0 * c.in.strides[0], row_bytes, 0, 1);
+    if (c.res.data != nullptr) gpu_prefetch_l2_range(c.res.data + row0 * c.res.strides[0], row_bytes, 0, 1);
+  }
+#endif
+  gpu_wait_for_previous_grid();
+  gpu_allow_next_grid();
+  const float gs = c.global_scale != nullptr ? load_f32_any(c.global_scale) : 1.0f;
+  if (kBlock == 16)
+    for (int i = int(threadIdx.x); i < 256; i += int(blockDim.x)) r_of_code[i] = math::nvfp4_multiplier(uint32_t(i), gs);
+  if (norm && rib == 0) {
+#pragma unroll
+    for (int s = 0; s < kS; ++s) {
+      float g[kV];
+      load_gamma<kV, true>(c.w_type, c.weight, c.weight_offset, s * P + kV * t, int32_t(c.h), kVectors, g);
+#pragma unroll
+      for (int q = 0; q < kV / 4; ++q)
+        fp4_wide_gamma[(4 * s + q) * T + t] = make_float4(g[4 * q], g[4 * q + 1], g[4 * q + 2], g[4 * q + 3]);
+    }
+  }
+  __syncthreads();
+
+  int parity = 0;
+  for (int64_t first = int64_t(blockIdx.x) * R; first < all_rows; first += int64_t(gridDim.x) * R, parity ^= 1) {
+    const int64_t row = first + rib;
+    const bool real = row < rows;
+    int tl = t;
+    gpu_launder(tl);  // offsets from t computed in the loop, not kept across it
+    const int64_t next = row + int64_t(gridDim.x) * R;
+#if FN_CUDA_ARCH >= 900
+    if (next < rows && tl == 0) {
+#else
+    if (next < rows) {
+#endif
+      gpu_prefetch_l2_range(c.in.data + next * c.in.strides[0], row_bytes, tl, T);
+      if (c.res.data != nullptr) gpu_prefetch_l2_range(c.res.data + next * c.res.strides[0], row_bytes, tl, T);
+    }
+    // 1. x as 16-bit words (with the residual sum, rounded and written back). A row past the
+    // tensor (the last round of rows, a swizzled layout's padding rows) reads row 0 and writes
+    // nothing: its threads still take part in the barriers and shuffles.
+    uint32_t raw[kS][kW];
+    const int64_t crow = real ? row : 0;
+    const int32_t e0 = kV * tl;  // element offset of step 0; step s adds s * P
+    const char* in_p = c.in.data + crow * c.in.strides[0] + e0 * In::kBytes;
+#pragma unroll
+    for (int s = 0; s < kS; ++s) load_vec<In::kBytes, kV, true>(in_p + s * P * In::kBytes, 0, 0, kVectors, raw[s]);
+    if (c.res.data != nullptr && real) {
+      char* res_p = c.res.data + row * c.res.strides[0] + e0 * In::kBytes;
+#pragma unroll
+      for (int s = 0; s < kS; ++s) {
+        uint32_t rw[kW], sw[kW] = {};
+        load_vec<In::kBytes, kV, true>(res_p + s * P * In::kBytes, 0, 0, kVectors, rw);
+#pragma unroll
+        for (int j = 0; j < kV; ++j) {
+          const uint32_t code = In::encode(math::add_rn(In::get(raw[s], j), In::get(rw, j)));
+          sw[j / kPerWord] |= code << (32 / kPerWord * (j % kPerWord));
+        }
+        store_vec<In::kBytes, kV, true>(res_p + s * P * In::kBytes, 0, 0, kVectors, sw);
+#pragma unroll
+        for (int w = 0; w < kW; ++w) raw[s][w] = sw[w];
+      }
+    }
+    float inv = 1.0f;
+    if (norm) {
+      inv = row_reduce_finish<kWarp, false, true>(
+          thread_sum_squares<In, kS, kV>(raw, kS), t, T, rib, red[parity],
+          [](float a, float b) { return math::add_rn(a, b); }, [len, eps](float ss) { return math::inv_rms(ss, len, eps); },
+          inv_of_row[parity]);
+    }
+    // 2. per step: y, the block's amax and scale, the codes (8 bytes a thread).
+    char* out_p = c.out.data + crow * c.out.strides[0] + e0 / 2;
+    char* scale_row = c.swizzled ? c.scales.data : c.scales.data + crow * c.scales.strides[0];
+#pragma unroll
+    for (int s = 0; s < kS; ++s) {
+      float y[kV];
+#pragma unroll
+      for (int j = 0; j < kV; ++j) y[j] = In::get(raw[s], j);
+      if (norm) {
+#pragma unroll
+        for (int q = 0; q < kV / 4; ++q) {
+          const float4 g = fp4_wide_gamma[(4 * s + q) * T + tl];
+          y[4 * q] = math::norm_apply(y[4 * q], inv, g.x);
+          y[4 * q + 1] = math::norm_apply(y[4 * q + 1], inv, g.y);
+          y[4 * q + 2] = math::norm_apply(y[4 * q + 2], inv, g.z);
+          y[4 * q + 3] = math::norm_apply(y[4 * q + 3], inv, g.w);
+        }
+      }
+      // Both threads of an MXFP4 block exchange their maxima (every lane takes part).
+      const uint32_t amax = fp4_block_amax<kWarp, true, kV>(y, kBlock / kV);
+      const math::BlockScale bs = block_scale<kBlock, kBlock == 16>(amax, gs, r_of_code);
+      if (!real) continue;
+      if (kBlock == 16 || (tl & 1) == 0) {
+        const int64_t k = (s * P + e0) / kBlock;
+        char* sp = c.swizzled ? scale_row + math::fp4_swizzled_offset(row, k, c.swizzle_tiles) : scale_row + k;
+        *sp = char(bs.code);
+      }
+      const bool num = amax < math::kF32InfBits && fabsf(bs.r) < INFINITY;
+      const uint32_t lo = pack_fp4<kV / 2>(y, bs.r, num), hi = pack_fp4<kV / 2>(y + kV / 2, bs.r, num);
+      FN_STORE_GLOBAL(reinterpret_cast<uint2*>(out_p + s * (P / 2)), make_uint2(lo, hi));
+    }
+    // A swizzled layout's padding: blocks past H/block of a real row, every block of a padding row.
+    if (c.swizzled && row < all_rows) {
+      for (int64_t k = (real ? blocks : 0) + t; k < 4 * c.swizzle_tiles; k += T)
+        c.scales.data[math::fp4_swizzled_offset(row, k, c.swizzle_tiles)] = 0;
+    }
+  }
+}
+
+}  // namespace gpu
+}  // namespace fusednorm
