@@ -100,15 +100,18 @@ __device__ __forceinline__ uint32_t fp4_block_amax(const float* y, int lanes) {
 
 // The block scale of amax: NVFP4 (kBlock 16) or MXFP4 (32), the shared math's
 // (math::nvfp4_block_scale, math::mxfp4_block_scale) with cheaper equal steps:
-// - NVFP4: the e4m3 code by the hardware conversion where there is one (encode1, proven equal to
-//   f8e4m3fn::encode by verify_encoders); r from `r_of_code` (kTable: math::nvfp4_multiplier of
-//   every code, tabulated by the caller) or, without a table, dec(code) exactly as the code's bits moved
+// - NVFP4: (gs × amax) / 6 by math::div6_for_scale (the same code as the division, proven over
+//   all 2^32 inputs), the e4m3 code by the hardware conversion where there is one (encode1,
+//   proven equal to f8e4m3fn::encode by verify_encoders); r from `r_of_code` (kTable: math::nvfp4_multiplier of
+//   every code, tabulated by the caller; on CUDA read at its 32-bit shared address r_table_sh) or,
+//   without a table, dec(code) exactly as the code's bits moved
 //   to f32's places (exponent and mantissa fields at bits 23.., 20..: a normal f32, or for
 //   magnitudes below 8 a subnormal one) times 2^120, which turns bias 127 into 7, the NaN code by
 //   the shared decoder;
 // - MXFP4: math::mxfp4_block_scale_finite (the NaN and Inf amax handled first).
 template <int kBlock, bool kTable = false>
-__device__ __forceinline__ math::BlockScale block_scale(uint32_t amax, float gs, const float* r_of_code = nullptr) {
+__device__ __forceinline__ math::BlockScale block_scale(uint32_t amax, float gs, const float* r_of_code = nullptr,
+                                                        uint32_t r_table_sh = 0) {
   math::BlockScale s;
   if (amax >= math::kF32InfBits) {
     s.code = kBlock == 16 ? math::f8e4m3fn::kNan : math::kE8m0Nan;
@@ -116,9 +119,13 @@ __device__ __forceinline__ math::BlockScale block_scale(uint32_t amax, float gs,
     return s;
   }
   if (kBlock == 16) {
-    s.code = encode1<DType::k_f8e4m3fn>(math::div_rn(math::mul_rn(gs, math::float_of(amax)), 6.0f));
+    s.code = encode1<DType::k_f8e4m3fn>(math::div6_for_scale(math::mul_rn(gs, math::float_of(amax))));
     if (kTable) {
+#if FN_CUDA_ARCH > 0
+      s.r = gpu_load_shared4(r_table_sh + 4u * s.code);
+#else
       s.r = r_of_code[s.code];
+#endif
     } else {
       const uint32_t mag = s.code & math::f8e4m3fn::kMagMask;
       const float d = mag == 0x7Fu ? math::f8e4m3fn::decode(s.code)

@@ -141,6 +141,11 @@ __device__ __forceinline__ void gpu_copy_async_wait_all() {
 // load is volatile so that it stays where it is written (a loop-invariant table read would be
 // hoisted out of the row loop into registers).
 __device__ __forceinline__ uint32_t gpu_shared_address(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
+__device__ __forceinline__ float gpu_load_shared4(uint32_t a) {
+  float v;
+  asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(a));
+  return v;
+}
 __device__ __forceinline__ float4 gpu_load_shared16(uint32_t a) {
   float4 v;
   asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(a));

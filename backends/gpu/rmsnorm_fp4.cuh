@@ -345,8 +345,10 @@ Fp4SmallKernel fp4_small_for(bool nv) {
 }
 
 template <DType kIn>
-Fp4SmallKernel fp4_wide_for(bool nv) {
-  return nv ? &rmsnorm_fp4_wide_kernel<kIn, 16, kGpuWarp> : &rmsnorm_fp4_wide_kernel<kIn, 32, kGpuWarp>;
+Fp4SmallKernel fp4_wide_for(bool nv, bool four) {
+  if (four) return nv ? &rmsnorm_fp4_wide_kernel<kIn, 16, kGpuWarp, 4> : &rmsnorm_fp4_wide_kernel<kIn, 32, kGpuWarp, 4>;
+  return nv ? &rmsnorm_fp4_wide_kernel<kIn, 16, kGpuWarp, kFp4WideMaxSteps>
+            : &rmsnorm_fp4_wide_kernel<kIn, 32, kGpuWarp, kFp4WideMaxSteps>;
 }
 
 }  // namespace
@@ -392,14 +394,15 @@ fusednorm_status plugin_rmsnorm_fp4(const RmsnormFp4Call* call, int32_t device, 
     if (e != gpuSuccess) return vendor_error(e, "launching rmsnorm_fp4", msg, n);
     return FUSEDNORM_SUCCESS;
   }
-  // 16-bit inputs of 4 steps (H = 4P): the wide kernel (16 elements a thread and step), where the
+  // 16-bit inputs of up to 8 steps: the wide kernel (16 elements a thread and step), where the
   // codes' rows allow 8-byte stores and its weight table fits.
-  if (fast && c.in_type != DType::kF32 && shape.steps == kFp4WideSteps &&
+  if (fast && c.in_type != DType::kF32 && shape.steps <= kFp4WideMaxSteps &&
       access_for(c.lead, c.out, 1, kFp4WideVec / 2) == kVectors) {
     RowShape wide = row_shape(c.h, kFp4WideVec);
     const size_t wtable = norm ? fp4_wide_table_bytes(c.h) : 0;
     if (wtable + 2048 <= g_devices[size_t(device)].max_smem_per_block) {
-      const Fp4SmallKernel fw = c.in_type == DType::kF16 ? fp4_wide_for<DType::kF16>(nv) : fp4_wide_for<DType::kBF16>(nv);
+      const bool four = shape.steps == kFp4WideSteps;
+      const Fp4SmallKernel fw = c.in_type == DType::kF16 ? fp4_wide_for<DType::kF16>(nv, four) : fp4_wide_for<DType::kBF16>(nv, four);
       gpuError_t e = launch_fp4(fw, c, wide, wtable, device, static_cast<gpuStream_t>(stream));
       if (e == gpuSuccess) e = gpuGetLastError();
       if (e != gpuSuccess) return vendor_error(e, "launching rmsnorm_fp4", msg, n);

@@ -13,7 +13,7 @@
 //   compute the (same) scale, the even one stores it;
 // - NVFP4's multiplier r = gs / dec(code) comes from a table of all 256 codes that the block
 //   fills once (math::nvfp4_multiplier), MXFP4's from math::mxfp4_block_scale_finite.
-// Inputs are kept as their 16-bit words until inv is known (32 registers for 4 steps).
+// Inputs are kept as their 16-bit words until inv is known (32 registers for 4 steps, 64 for 8).
 #pragma once
 
 #include <stdint.h>
@@ -31,21 +31,22 @@ namespace fusednorm {
 namespace gpu {
 
 constexpr int kFp4WideVec = 16;    // elements a thread owns in a step
-// Steps of a row: exactly 4, the only count <= 4 (H a whole number S of steps of P =
-// reduction_partials(H) elements, the largest power of two <= H / 4, gives S in 4 .. 7 up to
-// H = 4 * 4096; so the wide kernel serves H = 4P: 128 .. 16384, powers of two).
+// Steps a thread keeps: a build for exactly 4 (H = 4P: the largest power of two P <= H / 4 is
+// reduction_partials(H), so H = S·P has S in 4 .. 7 up to H = 4 · 4096) and one for 5 .. 8 (at 128
+// registers a thread).
 constexpr int kFp4WideSteps = 4;
-constexpr int kFp4WideRegs = 80;  // register cap
+constexpr int kFp4WideMaxSteps = 8;
+constexpr int kFp4WideRegs = 80;  // register cap of the 4-step build: three blocks of 256 threads an SM
 
 // Bytes of the weight table: g = w + offset of a row, 16 floats a thread and step (H floats).
 inline size_t fp4_wide_table_bytes(int64_t h) { return size_t(h) * sizeof(float); }
 
-template <DType kIn, int kBlock, int kWarp>
-__global__ void FN_KERNEL_BOUNDS(kRowThreads, kFp4WideRegs)
+template <DType kIn, int kBlock, int kWarp, int kS>
+__global__ void FN_KERNEL_BOUNDS(kRowThreads, kS <= 4 ? kFp4WideRegs : 128)
     rmsnorm_fp4_wide_kernel(FN_GRID_CONSTANT const RmsnormFp4Call c, const RowShape shape) {
   using In = InTraits<kIn>;
   static_assert(In::kBytes == 2, "16-bit inputs");
-  constexpr int kV = kFp4WideVec, kS = kFp4WideSteps;
+  constexpr int kV = kFp4WideVec;
   constexpr int kW = Vec<In::kBytes, kV>::kWords;
   constexpr int kPerWord = Vec<In::kBytes, kV>::kPerWord;
   __shared__ __align__(16) float red[2][kMaxBlockThreads / 32];
@@ -55,6 +56,7 @@ __global__ void FN_KERNEL_BOUNDS(kRowThreads, kFp4WideRegs)
   // first row of threads, read by every row (conflict-free 16-byte accesses).
   extern __shared__ float4 fp4_wide_gamma[];
   const int T = shape.threads_per_row, P = shape.partials, R = shape.rows_per_block;
+  const int S = kS == 4 ? 4 : shape.steps;  // 4, or 5 .. 8 in the 8-step build
   const int t = int(threadIdx.x) % T, rib = int(threadIdx.x) / T;
   const int64_t rows = c.lead.rows;
   const int64_t all_rows = c.swizzled ? c.swizzle_rows : rows;
@@ -77,6 +79,7 @@ __global__ void FN_KERNEL_BOUNDS(kRowThreads, kFp4WideRegs)
   if (norm && rib == 0) {
 #pragma unroll
     for (int s = 0; s < kS; ++s) {
+      if (s >= S) continue;
       float g[kV];
       load_gamma<kV, true>(c.w_type, c.weight, c.weight_offset, s * P + kV * t, int32_t(c.h), kVectors, g);
 #pragma unroll
@@ -109,11 +112,13 @@ __global__ void FN_KERNEL_BOUNDS(kRowThreads, kFp4WideRegs)
     const int32_t e0 = kV * tl;  // element offset of step 0; step s adds s * P
     const char* in_p = c.in.data + crow * c.in.strides[0] + e0 * In::kBytes;
 #pragma unroll
-    for (int s = 0; s < kS; ++s) load_vec<In::kBytes, kV, true>(in_p + s * P * In::kBytes, 0, 0, kVectors, raw[s]);
+    for (int s = 0; s < kS; ++s)
+      if (s < S) load_vec<In::kBytes, kV, true>(in_p + s * P * In::kBytes, 0, 0, kVectors, raw[s]);
     if (c.res.data != nullptr && real) {
       char* res_p = c.res.data + row * c.res.strides[0] + e0 * In::kBytes;
 #pragma unroll
       for (int s = 0; s < kS; ++s) {
+        if (s >= S) continue;
         uint32_t rw[kW], sw[kW] = {};
         load_vec<In::kBytes, kV, true>(res_p + s * P * In::kBytes, 0, 0, kVectors, rw);
 #pragma unroll
@@ -129,22 +134,35 @@ __global__ void FN_KERNEL_BOUNDS(kRowThreads, kFp4WideRegs)
     float inv = 1.0f;
     if (norm) {
       inv = row_reduce_finish<kWarp, false, true>(
-          thread_sum_squares<In, kS, kV>(raw, kS), t, T, rib, red[parity],
+          thread_sum_squares<In, kS, kV>(raw, S), t, T, rib, red[parity],
           [](float a, float b) { return math::add_rn(a, b); }, [len, eps](float ss) { return math::inv_rms(ss, len, eps); },
           inv_of_row[parity]);
     }
-    // 2. per step: y, the block's amax and scale, the codes (8 bytes a thread).
+    // 2. per step: y, the block's amax and scale, the codes (8 bytes a thread). On CUDA the
+    // tables are read at 32-bit shared addresses computed once a row (the compiler would rebuild
+    // the shared window's address at every access).
+#if FN_CUDA_ARCH > 0
+    const uint32_t gamma_sh = gpu_shared_address(fp4_wide_gamma + tl), gamma_stride = uint32_t(T) * 16u;
+    const uint32_t r_table_sh = gpu_shared_address(r_of_code);
+#else
+    const uint32_t r_table_sh = 0;
+#endif
     char* out_p = c.out.data + crow * c.out.strides[0] + e0 / 2;
     char* scale_row = c.swizzled ? c.scales.data : c.scales.data + crow * c.scales.strides[0];
 #pragma unroll
     for (int s = 0; s < kS; ++s) {
+      if (s >= S) continue;  // uniform
       float y[kV];
 #pragma unroll
       for (int j = 0; j < kV; ++j) y[j] = In::get(raw[s], j);
       if (norm) {
 #pragma unroll
         for (int q = 0; q < kV / 4; ++q) {
+#if FN_CUDA_ARCH > 0
+          const float4 g = gpu_load_shared16(gamma_sh + uint32_t(4 * s + q) * gamma_stride);
+#else
           const float4 g = fp4_wide_gamma[(4 * s + q) * T + tl];
+#endif
           y[4 * q] = math::norm_apply(y[4 * q], inv, g.x);
           y[4 * q + 1] = math::norm_apply(y[4 * q + 1], inv, g.y);
           y[4 * q + 2] = math::norm_apply(y[4 * q + 2], inv, g.z);
@@ -153,7 +171,7 @@ __global__ void FN_KERNEL_BOUNDS(kRowThreads, kFp4WideRegs)
       }
       // Both threads of an MXFP4 block exchange their maxima (every lane takes part).
       const uint32_t amax = fp4_block_amax<kWarp, true, kV>(y, kBlock / kV);
-      const math::BlockScale bs = block_scale<kBlock, kBlock == 16>(amax, gs, r_of_code);
+      const math::BlockScale bs = block_scale<kBlock, kBlock == 16>(amax, gs, r_of_code, r_table_sh);
       if (!real) continue;
       if (kBlock == 16 || (tl & 1) == 0) {
         const int64_t k = (s * P + e0) / kBlock;

@@ -40,11 +40,13 @@ FN_HD float add_rn(float a, float b) { return __fadd_rn(a, b); }
 FN_HD float mul_rn(float a, float b) { return __fmul_rn(a, b); }
 FN_HD float div_rn(float a, float b) { return __fdiv_rn(a, b); }
 FN_HD float sqrt_rn(float a) { return __fsqrt_rn(a); }
+FN_HD float fma_rn(float a, float b, float c) { return __fmaf_rn(a, b, c); }
 #else
 FN_HD float add_rn(float a, float b) { return a + b; }
 FN_HD float mul_rn(float a, float b) { return a * b; }
 FN_HD float div_rn(float a, float b) { return a / b; }
 FN_HD float sqrt_rn(float a) { return __builtin_sqrtf(a); }
+FN_HD float fma_rn(float a, float b, float c) { return __builtin_fmaf(a, b, c); }  // fused (libm or FMA)
 #endif
 
 constexpr uint32_t kF32AbsMask = 0x7FFFFFFFu;
@@ -412,15 +414,32 @@ FN_HD BlockScale mxfp4_block_scale(uint32_t amax_bits) {
   return s;
 }
 
+// A quotient z / 6 for the FP4 block scales, without a division: q0 = rn(z × rn(1/6)), its exact
+// remainder z − 6·q0 by one FMA, and q = rn(q0 + remainder × rn(1/6)) by another; where q0 is
+// ±Inf, NaN or ±0 it is the result (so -0 stays -0: the correction would add +0 to it). q equals rn(z / 6) for every |z| >= 2^-125 (where the remainder is exact
+// and the correction lands on the correctly rounded quotient) and for Inf and NaN; below, q and
+// rn(z / 6) both lie far under the smallest nonzero e4m3 and e8m0 values and get the same codes.
+// Proven for what the scales use: enc_f8e4m3fn(div6_for_scale(z)) == enc_f8e4m3fn(rn(z / 6))
+// for all 2^32 z (NVFP4), and mxfp4_block_scale_finite equal to mxfp4_block_scale for every
+// finite amax (tests/cpu/encoders_exhaustive_test.cc).
+constexpr uint32_t kRcp6Bits = 0x3E2AAAABu;  // rn(1/6)
+FN_HD float div6_for_scale(float z) {
+  const float r6 = float_of(kRcp6Bits);
+  const float q0 = mul_rn(z, r6);
+  const float q = fma_rn(fma_rn(-q0, 6.0f, z), r6, q0);
+  return (bits_of(q0) & kF32AbsMask) - 1u >= kF32InfBits - 1u ? q0 : q;  // q0 = ±0, ±Inf or NaN: q0
+}
+
 // mxfp4_block_scale for a finite amax (amax_bits < Inf's bits), with no general case of the
-// encoder or the decoder: v = rn(a / 6) is non-negative and below 2^126 (a <= FLT_MAX), so
+// encoder or the decoder, and a / 6 by div6_for_scale: v = rn(a / 6) (or, for a < 2^-125, a value
+// with the same code) is non-negative and below 2^126 (a <= FLT_MAX), so
 // enc_e8m0_up(v) is 0 for v <= 2^-127 and else the exponent field of v rounded up, (bits(v) +
 // 0x7FFFFF) >> 23 (1 for v in (2^-127, 2^-126), at most 253); r = 1 / 2^(code - 127) =
 // 2^(127 - code), a normal f32 with exponent field 254 - code (0 when a = 0). Proven equal to
 // mxfp4_block_scale for every finite amax (tests/cpu/encoders_exhaustive_test.cc).
 FN_HD BlockScale mxfp4_block_scale_finite(uint32_t amax_bits) {
   BlockScale s;
-  const uint32_t v = bits_of(div_rn(float_of(amax_bits), 6.0f));
+  const uint32_t v = bits_of(div6_for_scale(float_of(amax_bits)));
   s.code = v <= kF32Pow2m127 ? 0u : (v + 0x7FFFFFu) >> 23;
   s.r = amax_bits == 0 ? 0.0f : float_of((254u - s.code) << 23);
   return s;

@@ -191,6 +191,33 @@ TEST_CASE("encoders: encode_f4e2m1_sel (every input) and encode_f4e2m1_num (ever
   CHECK(bad.load() == 0);
 }
 
+// NVFP4's scale code through div6_for_scale (the GPU kernels') against the shared division, for
+// every f32 z = rn(gs × amax).
+uint32_t (*volatile g_e4m3_sat)(float) = math::f8e4m3fn::encode<false>;
+
+TEST_CASE("encoders: enc_f8e4m3fn(div6_for_scale(z)) equals enc_f8e4m3fn(z / 6) over all 2^32 f32 inputs",
+          "[exhaustive]") {
+  std::atomic<uint64_t> bad{0};
+  std::atomic<uint32_t> first{0xFFFFFFFFu};
+  tbb::parallel_for(uint64_t(0), uint64_t(1) << 16, [&](uint64_t hi) {
+    uint64_t n = 0;
+    for (uint32_t lo = 0; lo < (1u << 16); ++lo) {
+      const uint32_t u = uint32_t(hi << 16) | lo;
+      const float z = math::float_of(u);
+      const float q = math::div6_for_scale(z), want = math::div_rn(z, 6.0f);  // equal bits need no encoding
+      if (math::bits_of(q) != math::bits_of(want) && g_e4m3_sat(q) != g_e4m3_sat(want)) {
+        ++n;
+        uint32_t f = first.load();
+        while (u < f && !first.compare_exchange_weak(f, u)) {
+        }
+      }
+    }
+    bad += n;
+  });
+  INFO("first mismatching input 0x" << std::hex << first.load());
+  CHECK(bad.load() == 0);
+}
+
 // The GPU kernels' MXFP4 scale of a finite block (mxfp4_block_scale_finite) against the shared
 // one, for every finite amax (every non-negative f32 below Inf: all the bits a block's amax takes).
 math::BlockScale (*volatile g_mx_fast)(uint32_t) = math::mxfp4_block_scale_finite;
