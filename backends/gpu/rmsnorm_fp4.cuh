@@ -331,11 +331,15 @@ inline gpuError_t launch_fp4(Fn fn, const RmsnormFp4Call& c, const RowShape& sha
 }
 
 // The general kernel holds up to 8 steps; the fast ones 4 (three blocks of 256 threads an SM) or 8.
+// Fast builds for f32 input only: 16-bit inputs take the wide kernel (rmsnorm_fp4_wide.cuh), or,
+// where their codes' rows do not allow its 8-byte stores, the general one.
 template <DType kIn>
 Fp4Kernel fp4_kernel_for(bool nv, bool fast, int steps) {
-  if (!fast) return nv ? &rmsnorm_fp4_kernel<kIn, kMaxSteps, 16, kGpuWarp, false> : &rmsnorm_fp4_kernel<kIn, kMaxSteps, 32, kGpuWarp, false>;
-  if (steps <= 4) return nv ? &rmsnorm_fp4_kernel<kIn, 4, 16, kGpuWarp, true> : &rmsnorm_fp4_kernel<kIn, 4, 32, kGpuWarp, true>;
-  return nv ? &rmsnorm_fp4_kernel<kIn, kMaxSteps, 16, kGpuWarp, true> : &rmsnorm_fp4_kernel<kIn, kMaxSteps, 32, kGpuWarp, true>;
+  if constexpr (kIn == DType::kF32) {
+    if (fast && steps <= 4) return nv ? &rmsnorm_fp4_kernel<kIn, 4, 16, kGpuWarp, true> : &rmsnorm_fp4_kernel<kIn, 4, 32, kGpuWarp, true>;
+    if (fast) return nv ? &rmsnorm_fp4_kernel<kIn, kMaxSteps, 16, kGpuWarp, true> : &rmsnorm_fp4_kernel<kIn, kMaxSteps, 32, kGpuWarp, true>;
+  }
+  return nv ? &rmsnorm_fp4_kernel<kIn, kMaxSteps, 16, kGpuWarp, false> : &rmsnorm_fp4_kernel<kIn, kMaxSteps, 32, kGpuWarp, false>;
 }
 
 using Fp4SmallKernel = void (*)(RmsnormFp4Call, RowShape);
@@ -412,7 +416,7 @@ fusednorm_status plugin_rmsnorm_fp4(const RmsnormFp4Call* call, int32_t device, 
   const Fp4Kernel fn = c.in_type == DType::kF32   ? fp4_kernel_for<DType::kF32>(nv, fast, shape.steps)
                        : c.in_type == DType::kF16 ? fp4_kernel_for<DType::kF16>(nv, fast, shape.steps)
                                                   : fp4_kernel_for<DType::kBF16>(nv, fast, shape.steps);
-  gpuError_t e = launch_fp4(fn, c, shape, fast ? table : 0, device, static_cast<gpuStream_t>(stream), acc);
+  gpuError_t e = launch_fp4(fn, c, shape, fast && c.in_type == DType::kF32 ? table : 0, device, static_cast<gpuStream_t>(stream), acc);
   if (e == gpuSuccess) e = gpuGetLastError();
   if (e != gpuSuccess) return vendor_error(e, "launching rmsnorm_fp4", msg, n);
   return FUSEDNORM_SUCCESS;
