@@ -148,7 +148,8 @@ __global__ void FN_KERNEL_BOUNDS(kRowThreads, kS <= 4 ? kFp4WideRegs : 128)
     const uint32_t r_table_sh = 0;
 #endif
     char* out_p = c.out.data + crow * c.out.strides[0] + e0 / 2;
-    char* scale_row = c.swizzled ? c.scales.data : c.scales.data + crow * c.scales.strides[0];
+    char* scale_row = c.scales.data + (c.swizzled ? math::fp4_swizzled_row_offset(crow, c.swizzle_tiles)
+                                                   : crow * c.scales.strides[0]);
 #pragma unroll
     for (int s = 0; s < kS; ++s) {
       if (s >= S) continue;  // uniform
@@ -174,9 +175,8 @@ __global__ void FN_KERNEL_BOUNDS(kRowThreads, kS <= 4 ? kFp4WideRegs : 128)
       const math::BlockScale bs = block_scale<kBlock, kBlock == 16>(amax, gs, r_of_code, r_table_sh);
       if (!real) continue;
       if (kBlock == 16 || (tl & 1) == 0) {
-        const int64_t k = (s * P + e0) / kBlock;
-        char* sp = c.swizzled ? scale_row + math::fp4_swizzled_offset(row, k, c.swizzle_tiles) : scale_row + k;
-        *sp = char(bs.code);
+        const int32_t k = (s * P + e0) / kBlock;
+        scale_row[c.swizzled ? int32_t(math::fp4_swizzled_block_offset(k)) : k] = char(bs.code);
       }
       const bool num = amax < math::kF32InfBits && fabsf(bs.r) < INFINITY;
       const uint32_t lo = pack_fp4<kV / 2>(y, bs.r, num), hi = pack_fp4<kV / 2>(y + kV / 2, bs.r, num);

@@ -448,8 +448,13 @@ FN_HD BlockScale mxfp4_block_scale_finite(uint32_t amax_bits) {
 // The 128x4 tiled ("swizzled") scale layout: byte offset of the scale of (row m, block k), with
 // kt = ceil(blocks / 4) column tiles; tiles of 128 rows x 4 blocks are 512 bytes, rows inside a
 // tile interleaved by 32.
+// The offset is a row part plus a block part (kernels add the row part once a row).
+FN_HD int64_t fp4_swizzled_row_offset(int64_t m, int64_t kt) {
+  return (m >> 7) * kt * 512 + (m & 31) * 16 + ((m >> 5) & 3) * 4;
+}
+FN_HD int64_t fp4_swizzled_block_offset(int64_t k) { return (k >> 2) * 512 + (k & 3); }
 FN_HD int64_t fp4_swizzled_offset(int64_t m, int64_t k, int64_t kt) {
-  return (m >> 7) * kt * 512 + (k >> 2) * 512 + (m & 31) * 16 + ((m >> 5) & 3) * 4 + (k & 3);
+  return fp4_swizzled_row_offset(m, kt) + fp4_swizzled_block_offset(k);
 }
 // Rows and block columns of the swizzled tensor: padded to 128 and to 4.
 FN_HD int64_t fp4_swizzled_rows(int64_t rows) { return (rows + 127) / 128 * 128; }
