@@ -36,7 +36,7 @@ constexpr int kFp4WideVec = 16;    // elements a thread owns in a step
 // registers a thread).
 constexpr int kFp4WideSteps = 4;
 constexpr int kFp4WideMaxSteps = 8;
-constexpr int kFp4WideRegs = 64;  // register cap of the 4-step build: three blocks of 256 threads an SM
+constexpr int kFp4WideRegs = 64;  // register cap of the 4-step build: four blocks of 256 threads an SM (48 spills)
 
 // Bytes of the weight table: g = w + offset of a row, 16 floats a thread and step (H floats).
 inline size_t fp4_wide_table_bytes(int64_t h) { return size_t(h) * sizeof(float); }
