@@ -156,6 +156,31 @@ TEST_CASE("encoders: rmsnorm_quant's encoders (canonical NaN) for all 2^32 f32 i
   }
 }
 
+// div6_for_scale's two fmaf: on x86 with the FMA instruction where the CPU has one (a build for
+// the baseline ISA otherwise calls the C library's fmaf, several times slower; both are exact).
+#if defined(__x86_64__) && defined(__GNUC__)
+// The scalar sweeps run after the SIMD ones on the same threads: AVX code that leaves the upper
+// halves of the vector registers dirty makes every later legacy-SSE instruction of the scalar
+// code pay a transition (several times slower). vzeroupper first, on each thread, where there is
+// AVX.
+__attribute__((target("avx"))) void clear_upper_avx() { __builtin_ia32_vzeroupper(); }
+const bool g_have_avx = __builtin_cpu_supports("avx");
+void clear_upper() {
+  if (g_have_avx) clear_upper_avx();
+}
+__attribute__((target("fma"))) float div6_fma(float z) { return math::div6_for_scale(z); }
+__attribute__((target("fma"))) math::BlockScale mx_finite_fma(uint32_t a) { return math::mxfp4_block_scale_finite(a); }
+const bool g_have_fma = __builtin_cpu_supports("fma");
+float div6_any(float z) { return g_have_fma ? div6_fma(z) : math::div6_for_scale(z); }
+math::BlockScale mx_finite_any(uint32_t a) {
+  return g_have_fma ? mx_finite_fma(a) : math::mxfp4_block_scale_finite(a);
+}
+#else
+void clear_upper() {}
+float div6_any(float z) { return math::div6_for_scale(z); }
+math::BlockScale mx_finite_any(uint32_t a) { return math::mxfp4_block_scale_finite(a); }
+#endif
+
 // The branch-free e2m1 encoder of the GPU kernels (math::encode_f4e2m1_sel) equals the shared
 // f4e2m1::encode for every input (its GPU build is proven by the plugin's verify_encoders). The
 // operations' FP4 path on the CPU is EncodeMini<f4e2m1>, swept by the first case through
@@ -173,6 +198,7 @@ TEST_CASE("encoders: encode_f4e2m1_sel (every input) and encode_f4e2m1_num (ever
   std::atomic<uint64_t> bad{0};
   std::atomic<uint32_t> first{0xFFFFFFFFu};
   tbb::parallel_for(uint64_t(0), uint64_t(1) << 16, [&](uint64_t hi) {
+    clear_upper();
     uint64_t n = 0;
     for (uint32_t lo = 0; lo < (1u << 16); ++lo) {
       const uint32_t u = uint32_t(hi << 16) | lo;
@@ -191,20 +217,6 @@ TEST_CASE("encoders: encode_f4e2m1_sel (every input) and encode_f4e2m1_num (ever
   CHECK(bad.load() == 0);
 }
 
-// div6_for_scale's two fmaf: on x86 with the FMA instruction where the CPU has one (a build for
-// the baseline ISA otherwise calls the C library's fmaf, several times slower; both are exact).
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("fma"))) float div6_fma(float z) { return math::div6_for_scale(z); }
-__attribute__((target("fma"))) math::BlockScale mx_finite_fma(uint32_t a) { return math::mxfp4_block_scale_finite(a); }
-const bool g_have_fma = __builtin_cpu_supports("fma");
-float div6_any(float z) { return g_have_fma ? div6_fma(z) : math::div6_for_scale(z); }
-math::BlockScale mx_finite_any(uint32_t a) {
-  return g_have_fma ? mx_finite_fma(a) : math::mxfp4_block_scale_finite(a);
-}
-#else
-float div6_any(float z) { return math::div6_for_scale(z); }
-math::BlockScale mx_finite_any(uint32_t a) { return math::mxfp4_block_scale_finite(a); }
-#endif
 
 // NVFP4's scale code through div6_for_scale (the GPU kernels') against the shared division, for
 // every f32 z = rn(gs × amax).
@@ -215,6 +227,7 @@ TEST_CASE("encoders: enc_f8e4m3fn(div6_for_scale(z)) equals enc_f8e4m3fn(z / 6) 
   std::atomic<uint64_t> bad{0};
   std::atomic<uint32_t> first{0xFFFFFFFFu};
   tbb::parallel_for(uint64_t(0), uint64_t(1) << 16, [&](uint64_t hi) {
+    clear_upper();
     uint64_t n = 0;
     for (uint32_t lo = 0; lo < (1u << 16); ++lo) {
       const uint32_t u = uint32_t(hi << 16) | lo;
@@ -241,6 +254,7 @@ TEST_CASE("encoders: mxfp4_block_scale_finite equals mxfp4_block_scale for every
   std::atomic<uint64_t> bad{0};
   std::atomic<uint32_t> first{0xFFFFFFFFu};
   tbb::parallel_for(uint32_t(0), math::kF32InfBits >> 16, [&](uint32_t hi) {
+    clear_upper();
     uint64_t n = 0;
     for (uint32_t lo = 0; lo < (1u << 16); ++lo) {
       const uint32_t a = (hi << 16) | lo;
