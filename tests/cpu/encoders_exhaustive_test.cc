@@ -181,6 +181,31 @@ float div6_any(float z) { return math::div6_for_scale(z); }
 math::BlockScale mx_finite_any(uint32_t a) { return math::mxfp4_block_scale_finite(a); }
 #endif
 
+// Checks bad(u) for every u in [0, end) (end a multiple of 2^16) on all cores, each thread clearing
+// the vector registers' upper halves first (clear_upper); CHECKs that none is bad, naming the
+// first that is.
+template <class Bad>
+void check_every_u32(uint64_t end, const char* what, Bad bad) {
+  std::atomic<uint64_t> count{0};
+  std::atomic<uint32_t> first{0xFFFFFFFFu};
+  tbb::parallel_for(uint64_t(0), end >> 16, [&](uint64_t hi) {
+    clear_upper();
+    uint64_t n = 0;
+    for (uint32_t lo = 0; lo < (1u << 16); ++lo) {
+      const uint32_t u = uint32_t(hi << 16) | lo;
+      if (bad(u)) {
+        ++n;
+        uint32_t f = first.load();
+        while (u < f && !first.compare_exchange_weak(f, u)) {
+        }
+      }
+    }
+    count += n;
+  });
+  INFO("first mismatching " << what << " 0x" << std::hex << first.load());
+  CHECK(count.load() == 0);
+}
+
 // The branch-free e2m1 encoder of the GPU kernels (math::encode_f4e2m1_sel) equals the shared
 // f4e2m1::encode for every input (its GPU build is proven by the plugin's verify_encoders). The
 // operations' FP4 path on the CPU is EncodeMini<f4e2m1>, swept by the first case through
@@ -195,26 +220,11 @@ uint32_t (*volatile g_f4_ref)(float) = math::f4e2m1::encode<false>;
 
 TEST_CASE("encoders: encode_f4e2m1_sel (every input) and encode_f4e2m1_num (every non-NaN input) equal "
           "f4e2m1::encode over all 2^32 f32 inputs", "[exhaustive]") {
-  std::atomic<uint64_t> bad{0};
-  std::atomic<uint32_t> first{0xFFFFFFFFu};
-  tbb::parallel_for(uint64_t(0), uint64_t(1) << 16, [&](uint64_t hi) {
-    clear_upper();
-    uint64_t n = 0;
-    for (uint32_t lo = 0; lo < (1u << 16); ++lo) {
-      const uint32_t u = uint32_t(hi << 16) | lo;
-      const float v = math::float_of(u);
-      const uint32_t want = g_f4_ref(v);
-      if (g_f4_sel(v) != want || (v == v && g_f4_num(v) != want)) {
-        ++n;
-        uint32_t f = first.load();
-        while (u < f && !first.compare_exchange_weak(f, u)) {
-        }
-      }
-    }
-    bad += n;
+  check_every_u32(uint64_t(1) << 32, "input", [](uint32_t u) {
+    const float v = math::float_of(u);
+    const uint32_t want = g_f4_ref(v);
+    return g_f4_sel(v) != want || (v == v && g_f4_num(v) != want);
   });
-  INFO("first mismatching input 0x" << std::hex << first.load());
-  CHECK(bad.load() == 0);
 }
 
 
@@ -224,26 +234,11 @@ uint32_t (*volatile g_e4m3_sat)(float) = math::f8e4m3fn::encode<false>;
 
 TEST_CASE("encoders: enc_f8e4m3fn(div6_for_scale(z)) equals enc_f8e4m3fn(z / 6) over all 2^32 f32 inputs",
           "[exhaustive]") {
-  std::atomic<uint64_t> bad{0};
-  std::atomic<uint32_t> first{0xFFFFFFFFu};
-  tbb::parallel_for(uint64_t(0), uint64_t(1) << 16, [&](uint64_t hi) {
-    clear_upper();
-    uint64_t n = 0;
-    for (uint32_t lo = 0; lo < (1u << 16); ++lo) {
-      const uint32_t u = uint32_t(hi << 16) | lo;
-      const float z = math::float_of(u);
-      const float q = div6_any(z), want = math::div_rn(z, 6.0f);  // equal bits need no encoding
-      if (math::bits_of(q) != math::bits_of(want) && g_e4m3_sat(q) != g_e4m3_sat(want)) {
-        ++n;
-        uint32_t f = first.load();
-        while (u < f && !first.compare_exchange_weak(f, u)) {
-        }
-      }
-    }
-    bad += n;
+  check_every_u32(uint64_t(1) << 32, "input", [](uint32_t u) {
+    const float z = math::float_of(u);
+    const float q = div6_any(z), want = math::div_rn(z, 6.0f);  // equal bits need no encoding
+    return math::bits_of(q) != math::bits_of(want) && g_e4m3_sat(q) != g_e4m3_sat(want);
   });
-  INFO("first mismatching input 0x" << std::hex << first.load());
-  CHECK(bad.load() == 0);
 }
 
 // The GPU kernels' MXFP4 scale of a finite block (mxfp4_block_scale_finite) against the shared
@@ -251,25 +246,10 @@ TEST_CASE("encoders: enc_f8e4m3fn(div6_for_scale(z)) equals enc_f8e4m3fn(z / 6) 
 math::BlockScale (*volatile g_mx_ref)(uint32_t) = math::mxfp4_block_scale;
 
 TEST_CASE("encoders: mxfp4_block_scale_finite equals mxfp4_block_scale for every finite amax", "[exhaustive]") {
-  std::atomic<uint64_t> bad{0};
-  std::atomic<uint32_t> first{0xFFFFFFFFu};
-  tbb::parallel_for(uint32_t(0), math::kF32InfBits >> 16, [&](uint32_t hi) {
-    clear_upper();
-    uint64_t n = 0;
-    for (uint32_t lo = 0; lo < (1u << 16); ++lo) {
-      const uint32_t a = (hi << 16) | lo;
-      const math::BlockScale f = mx_finite_any(a), w = g_mx_ref(a);
-      if (f.code != w.code || math::bits_of(f.r) != math::bits_of(w.r)) {
-        ++n;
-        uint32_t fi = first.load();
-        while (a < fi && !first.compare_exchange_weak(fi, a)) {
-        }
-      }
-    }
-    bad += n;
+  check_every_u32(math::kF32InfBits, "amax", [](uint32_t a) {
+    const math::BlockScale f = mx_finite_any(a), w = g_mx_ref(a);
+    return f.code != w.code || math::bits_of(f.r) != math::bits_of(w.r);
   });
-  INFO("first mismatching amax 0x" << std::hex << first.load());
-  CHECK(bad.load() == 0);
 }
 
 }  // namespace
