@@ -18,14 +18,19 @@ HWY_BEFORE_NAMESPACE();
 namespace fusednorm {
 namespace HWY_NAMESPACE {
 
-// The outputs: the input dtype (rounded, NaN canonical), or an FP8 format: enc(y * rcp).
+// The outputs: the input dtype (rounded, NaN canonical), or an FP8 format: enc(y * rcp). Store2
+// stores two whole vectors (stream: StoreHint's); Store one vector or the row's tail.
 template <class InT>
 struct OutSame {
+  static constexpr int kBytes = InT::kBytes;
   static HWY_INLINE void Store(VF y, VF, char* out, int64_t i, int64_t end) { (void)InT::RoundStore(y, out, i, end); }
-  static HWY_INLINE void Store2(VF y0, VF y1, VF, char* out, int64_t i) { InT::RoundStore2(y0, y1, out, i); }
+  static HWY_INLINE void Store2(VF y0, VF y1, VF, char* out, int64_t i, bool stream) {
+    InT::RoundStore2(y0, y1, out, i, stream);
+  }
 };
 template <class F>
 struct OutFp8 {
+  static constexpr int kBytes = 1;
   static HWY_INLINE void Store(VF y, VF rcp, char* out, int64_t i, int64_t end) {
     const VU code = EncodeMini<F, false>(hn::Mul(y, rcp));
     if (i + int64_t(hn::Lanes(DF())) <= end) return StoreCodes<1>(code, out, i);
@@ -33,28 +38,34 @@ struct OutFp8 {
     StoreCodes<1>(code, buf, 0);
     memcpy(out + i, buf, size_t(end - i));
   }
-  static HWY_INLINE void Store2(VF y0, VF y1, VF rcp, char* out, int64_t i) {
+  static HWY_INLINE void Store2(VF y0, VF y1, VF rcp, char* out, int64_t i, bool stream) {
     const int64_t n = int64_t(hn::Lanes(DF()));
-    Store(y0, rcp, out, i, i + n);
-    Store(y1, rcp, out, i + n, i + 2 * n);
+    StoreCodes<1>(EncodeMini<F, false>(hn::Mul(y0, rcp)), out, i, stream);
+    StoreCodes<1>(EncodeMini<F, false>(hn::Mul(y1, rcp)), out, i + n, stream);
   }
 };
 
-// out[0, n) = (x * inv) * g as OutT stores it (rcp: FP8's 1 / scale). out may be x (in place:
-// each vector is read before it is written).
+// `groups` consecutive groups of n_elems elements from x, group h: out = (x * inv[h]) * g as OutT
+// stores it (g: a group's gamma', the same for every group; rcp: FP8's 1 / scale; stream:
+// StoreHint's). out may be x (in place: each vector is read before it is written). One call for a
+// row's heads: the constants are set up once, not once a head.
 template <class InT, class OutT>
-HWY_NOINLINE void QkApplyGroup(const char* x, const float* g, float inv_s, float rcp_s, char* out, int64_t n_elems) {
+HWY_NOINLINE void QkApplyGroups(const char* x, const float* g, const float* inv_of, int64_t groups, float rcp_s,
+                                char* out, int64_t n_elems, bool stream) {
   const DF df;
   const int64_t n = int64_t(hn::Lanes(df));
-  const VF inv = hn::Set(df, inv_s), rcp = hn::Set(df, rcp_s);
-  int64_t i = 0;
-  for (; i + 2 * n <= n_elems; i += 2 * n) {
-    const VF y0 = hn::Mul(hn::Mul(InT::Load(x, i), inv), hn::LoadU(df, g + i));
-    const VF y1 = hn::Mul(hn::Mul(InT::Load(x, i + n), inv), hn::LoadU(df, g + i + n));
-    OutT::Store2(y0, y1, rcp, out, i);
+  const VF rcp = hn::Set(df, rcp_s);
+  for (int64_t h = 0; h < groups; ++h, x += n_elems * InT::kBytes, out += n_elems * OutT::kBytes) {
+    const VF inv = hn::Set(df, inv_of[h]);
+    int64_t i = 0;
+    for (; i + 2 * n <= n_elems; i += 2 * n) {
+      const VF y0 = hn::Mul(hn::Mul(InT::Load(x, i), inv), hn::LoadU(df, g + i));
+      const VF y1 = hn::Mul(hn::Mul(InT::Load(x, i + n), inv), hn::LoadU(df, g + i + n));
+      OutT::Store2(y0, y1, rcp, out, i, stream);
+    }
+    for (; i < n_elems; i += n)
+      OutT::Store(hn::Mul(hn::Mul(InT::LoadUpTo(x, i, n_elems), inv), hn::LoadU(df, g + i)), rcp, out, i, n_elems);
   }
-  for (; i < n_elems; i += n)
-    OutT::Store(hn::Mul(hn::Mul(InT::LoadUpTo(x, i, n_elems), inv), hn::LoadU(df, g + i)), rcp, out, i, n_elems);
 }
 
 // Whether HeadSums serves groups of `group` elements: their P partials fill one, two or four
@@ -99,33 +110,35 @@ HWY_INLINE VF QkInvRms(const QkRmsnormCall& c, const QkSide& s, VF stat) {
   return hn::IfThenElse(bad, hn::BitCast(df, hn::Set(du, math::kF32CanonicalNaN)), hn::Div(hn::Set(df, 1.0f), d));
 }
 
-// One side of rows [r0, r1): j = 0 (q) or 1 (k); g: gamma' of the side's group (padded).
+// One side of rows [r0, r1): j = 0 (q) or 1 (k); g: gamma' of the side's group (padded); stream:
+// the outputs with streaming stores (stream_outputs).
 template <class InT, class OutT>
-void QkSideRows(const QkRmsnormCall& c, const QkSide& s, int j, int64_t r0, int64_t r1, const float* g) {
+void QkSideRows(const QkRmsnormCall& c, const QkSide& s, int j, int64_t r0, int64_t r1, const float* g, bool stream) {
   float* part = Scratch(1, size_t(math::reduction_partials(s.group)));
   const int64_t n = int64_t(hn::Lanes(DF()));
   const int64_t groups = s.width / s.group;
   float* inv = Scratch(2, size_t((groups + n - 1) / n * n));  // per group: the sum, then inv
   const bool head_sums = groups > 1 && HeadSumsFit(s.group);
-  const int64_t group_bytes = s.group * InT::kBytes, out_group_bytes = s.group * (dtype_bits(c.out_type) / 8);
+  const int64_t group_bytes = s.group * InT::kBytes;
   const float rcp = c.kind != QkKind::kStats && c.out_type != c.in_type ? qk_out_rcp(c, j) : 1.0f;
   const int64_t row_bytes = s.width * InT::kBytes;
   for (int64_t r = r0; r < r1; ++r) {
     const char* x = row_ptr(c.lead, s.in, r);
-    // Sums (stats, fused): the next row into L2 while this one is computed (also past the block:
-    // the thread's next block usually starts there). The canonical order reads a row in
-    // P-element pieces, which the hardware prefetchers follow poorly: 1.9x faster stats, 1.24x
-    // fused at 2048 x (4096 + 512) bf16 on one AVX3 core; apply reads in order and is left alone.
-    // The fused form asks for the next row in step with its own progress instead where it can (a
-    // burst of a whole row's prefetches stalls on the core's outstanding misses): per-head sums
-    // in step with the heads, a whole row in step with its apply pass.
+    // The next row into L2 while this one is computed (also past the block: the thread's next
+    // block usually starts there). Stats read a row in P-element pieces, which the hardware
+    // prefetchers follow poorly, and ask for the whole next row at once (1.9x faster stats, 1.24x
+    // fused at 2048 x (4096 + 512) bf16 on one AVX3 core). The fused form asks for it in step
+    // with its apply pass instead, a piece before each piece of the pass: a burst of a whole row's
+    // prefetches stalls on the core's outstanding misses, which the pass's streaming stores also
+    // hold (heads of 128: 1.3x faster in pieces of 2 to 4 heads than in a burst a row). Apply reads
+    // in order and is left alone.
     const char* next = r + 1 < c.lead.rows ? row_ptr(c.lead, s.in, r + 1) : nullptr;
     const auto prefetch_next = [&](int64_t b0, int64_t b1) {
       if (next != nullptr)
         for (int64_t b = b0; b < b1; b += 64) __builtin_prefetch(next + b, 0, 2);
     };
-    if (c.kind == QkKind::kStats || (c.kind == QkKind::kFused && groups > 1 && !head_sums)) prefetch_next(0, row_bytes);
     if (c.kind == QkKind::kStats) {
+      prefetch_next(0, row_bytes);
       const uint32_t ss = math::encode_f32<false>(SumSquares<InT, false>(x, nullptr, s.width, part));
       memcpy(row_ptr(c.lead, c.stats, r) + 4 * j, &ss, 4);
       continue;
@@ -134,7 +147,8 @@ void QkSideRows(const QkRmsnormCall& c, const QkSide& s, int j, int64_t r0, int6
     if (c.kind == QkKind::kApply) {
       float stat;
       memcpy(&stat, row_ptr(c.lead, c.stats, r) + 4 * j, 4);
-      QkApplyGroup<InT, OutT>(x, g, qk_inv_rms(c, s, stat), rcp, out, s.width);
+      const float inv_row = qk_inv_rms(c, s, stat);
+      QkApplyGroups<InT, OutT>(x, g, &inv_row, 1, rcp, out, s.width, stream);
       continue;
     }
     // Every group's sum, then every inv (independent divisions and square roots, which
@@ -142,39 +156,35 @@ void QkSideRows(const QkRmsnormCall& c, const QkSide& s, int j, int64_t r0, int6
     // for another's.
 #if HWY_TARGET != HWY_SCALAR
     if (head_sums) {
-      for (int64_t h = 0; h < groups; h += n) {
-        prefetch_next(h * group_bytes, std::min(h + n, groups) * group_bytes);
-        hn::Store(QkInvRms(c, s, HeadSums<InT>(x, s.group, groups, h)), DF(), inv + h);
-      }
+      for (int64_t h = 0; h < groups; h += n) hn::Store(QkInvRms(c, s, HeadSums<InT>(x, s.group, groups, h)), DF(), inv + h);
     } else
 #endif
     {
       for (int64_t h = 0; h < groups; ++h) inv[h] = SumSquares<InT, false>(x + h * group_bytes, nullptr, s.group, part);
       for (int64_t h = 0; h < groups; ++h) inv[h] = qk_inv_rms(c, s, inv[h]);
     }
-    if (groups == 1) {
-      // The whole row: the apply pass in pieces, each asking for the same piece of the next row,
-      // which the next row's sum then finds in L2.
-      constexpr int64_t kPiece = 1024;
-      const int64_t out_bytes = dtype_bits(c.out_type) / 8;
-      for (int64_t i = 0; i < s.width; i += kPiece) {
-        const int64_t len = std::min(kPiece, s.width - i);
-        prefetch_next(i * InT::kBytes, (i + len) * InT::kBytes);
-        QkApplyGroup<InT, OutT>(x + i * InT::kBytes, g + i, inv[0], rcp, out + i * out_bytes, len);
-      }
-      continue;
+    // The apply pass in pieces: 1024 elements of a whole row, or whole heads of about 1 KiB.
+    const int64_t piece_groups = groups == 1 ? 1 : std::max<int64_t>(1, 1024 / group_bytes);
+    const int64_t piece = groups == 1 ? 1024 : piece_groups * s.group;
+    for (int64_t i = 0; i < s.width; i += piece) {
+      const int64_t len = std::min(piece, s.width - i);
+      prefetch_next(i * InT::kBytes, (i + len) * InT::kBytes);
+      if (groups == 1)
+        QkApplyGroups<InT, OutT>(x + i * InT::kBytes, g + i, inv, 1, rcp, out + i * OutT::kBytes, len, stream);
+      else
+        QkApplyGroups<InT, OutT>(x + i * InT::kBytes, g, inv + i / s.group, len / s.group, rcp, out + i * OutT::kBytes,
+                                 s.group, stream);
     }
-    for (int64_t h = 0; h < groups; ++h)
-      QkApplyGroup<InT, OutT>(x + h * group_bytes, g, inv[h], rcp, out + h * out_group_bytes, s.group);
   }
 }
 
 template <class InT>
-void QkSideRowsIn(const QkRmsnormCall& c, const QkSide& s, int j, int64_t r0, int64_t r1, const float* g) {
+void QkSideRowsIn(const QkRmsnormCall& c, const QkSide& s, int j, int64_t r0, int64_t r1, const float* g,
+                  bool stream) {
   switch (c.kind == QkKind::kStats ? c.in_type : c.out_type) {
-    case DType::k_f8e4m3fn: return QkSideRows<InT, OutFp8<math::f8e4m3fn>>(c, s, j, r0, r1, g);
-    case DType::k_f8e4m3fnuz: return QkSideRows<InT, OutFp8<math::f8e4m3fnuz>>(c, s, j, r0, r1, g);
-    default: return QkSideRows<InT, OutSame<InT>>(c, s, j, r0, r1, g);
+    case DType::k_f8e4m3fn: return QkSideRows<InT, OutFp8<math::f8e4m3fn>>(c, s, j, r0, r1, g, stream);
+    case DType::k_f8e4m3fnuz: return QkSideRows<InT, OutFp8<math::f8e4m3fnuz>>(c, s, j, r0, r1, g, stream);
+    default: return QkSideRows<InT, OutSame<InT>>(c, s, j, r0, r1, g, stream);
   }
 }
 
@@ -198,14 +208,14 @@ const float* QkGamma(const QkSide& s, int j, float offset, uint64_t call_id) {
   return buf[j].get();
 }
 
-void QkRmsnormRows(const QkRmsnormCall& c, int64_t r0, int64_t r1, uint64_t call_id) {
+void QkRmsnormRows(const QkRmsnormCall& c, int64_t r0, int64_t r1, uint64_t call_id, bool stream) {
   for (int j = 0; j < 2; ++j) {
     const QkSide& s = j == 0 ? c.q : c.k;
     const float* g = c.kind == QkKind::kStats ? nullptr : QkGamma(s, j, c.weight_offset, call_id);
     switch (c.in_type) {
-      case DType::kF32: QkSideRowsIn<InF32>(c, s, j, r0, r1, g); break;
-      case DType::kF16: QkSideRowsIn<InF16>(c, s, j, r0, r1, g); break;
-      default: QkSideRowsIn<InBF16>(c, s, j, r0, r1, g); break;
+      case DType::kF32: QkSideRowsIn<InF32>(c, s, j, r0, r1, g, stream); break;
+      case DType::kF16: QkSideRowsIn<InF16>(c, s, j, r0, r1, g, stream); break;
+      default: QkSideRowsIn<InBF16>(c, s, j, r0, r1, g, stream); break;
     }
   }
 }
@@ -224,8 +234,10 @@ HWY_EXPORT(QkRmsnormRows);
 
 void cpu_qk_rmsnorm(const QkRmsnormCall& call) {
   const uint64_t call_id = next_call_id();
+  const int64_t elems = call.lead.rows * (call.q.width + call.k.width);
+  const bool stream = call.kind != QkKind::kStats && stream_outputs(elems * (dtype_bits(call.out_type) / 8));
   parallel_rows(call.lead.rows, block_rows(call.lead.rows, call.q.width + call.k.width),
-                [&](int64_t r0, int64_t r1) { HWY_DYNAMIC_DISPATCH(QkRmsnormRows)(call, r0, r1, call_id); });
+                [&](int64_t r0, int64_t r1) { HWY_DYNAMIC_DISPATCH(QkRmsnormRows)(call, r0, r1, call_id, stream); });
 }
 
 }  // namespace fusednorm

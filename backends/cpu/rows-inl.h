@@ -53,13 +53,16 @@ struct In {
     memcpy(buf, row + i * kBytes, size_t((end - i) * kBytes));
     return Load(buf, 0);
   }
+  // The dtype's codes of v (rounded, NaN canonical), in u32 lanes.
+  static HWY_INLINE VU Encode(VF v) {
+    if (kType == DType::kF32) return EncodeF32<false>(v);
+    if (kType == DType::kF16) return EncodeF16<false>(v);
+    return EncodeBF16<false>(v);
+  }
   // Rounds v to the dtype, stores the codes, returns the rounded value as f32.
   static HWY_INLINE VF RoundStore(VF v, char* row, int64_t i, int64_t end) {
     const int64_t n = int64_t(hn::Lanes(DF()));
-    VU code;
-    if (kType == DType::kF32) code = EncodeF32<false>(v);
-    else if (kType == DType::kF16) code = EncodeF16<false>(v);
-    else code = EncodeBF16<false>(v);
+    const VU code = Encode(v);
     if (i + n <= end) {
       StoreCodes<kBytes>(code, row, i);
     } else {
@@ -71,22 +74,24 @@ struct In {
     if (kType == DType::kF16) return DecodeF16(code);
     return hn::BitCast(DF(), hn::ShiftLeft<16>(code));
   }
-  // RoundStore of two whole vectors at i and i + Lanes, without the rounded values. bf16 on AVX3:
-  // the two vectors' rounded high halves in one two-source word permutation and one store (where
-  // two demotions, each a pack and a permutation, stored them apart).
-  static HWY_INLINE void RoundStore2(VF v0, VF v1, char* row, int64_t i) {
+  // RoundStore of two whole vectors at i and i + Lanes, without the rounded values (stream:
+  // StoreHint's). bf16 on AVX3: the two vectors' rounded high halves in one two-source word
+  // permutation and one store (where two demotions, each a pack and a permutation, stored them
+  // apart).
+  static HWY_INLINE void RoundStore2(VF v0, VF v1, char* row, int64_t i, bool stream = false) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
     if (kType == DType::kBF16) {
       const __m512i idx = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27,
                                            25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
       const __m512i w = _mm512_permutex2var_epi16(EncodeBF16High(v0).raw, idx, EncodeBF16High(v1).raw);
-      _mm512_storeu_si512(reinterpret_cast<void*>(row + i * 2), w);
+      const hn::Full512<uint16_t> d16;
+      StoreHint(hn::Vec512<uint16_t>{w}, d16, reinterpret_cast<uint16_t*>(row) + i, stream);
       return;
     }
 #endif
     const int64_t n = int64_t(hn::Lanes(DF()));
-    (void)RoundStore(v0, row, i, i + n);
-    (void)RoundStore(v1, row, i + n, i + 2 * n);
+    StoreCodes<kBytes>(Encode(v0), row, i, stream);
+    StoreCodes<kBytes>(Encode(v1), row, i + n, stream);
   }
 };
 using InF32 = In<float, DType::kF32>;

@@ -250,18 +250,36 @@ struct InputLoader<BF16Tag> {
   }
 };
 
-// Store n = Lanes(DF()) codes (u32 lanes) as elements of 4, 2 or 1 bytes.
+// A whole vector v of d at p: with the streaming (non-temporal) hint where `stream`, the vector is
+// a whole number of 16-byte pieces (Highway's Stream writes 16 bytes at least) and p is aligned to
+// its width; else a plain unaligned store. The same bytes either way; a call that streams ends
+// each block of rows with a store fence (parallel_rows).
+template <class D, typename T>
+HWY_INLINE void StoreHint(hn::VFromD<D> v, D d, T* p, bool stream) {
+#if HWY_TARGET != HWY_SCALAR
+  constexpr size_t kVecBytes = hn::MaxLanes(D()) * sizeof(T);
+  if constexpr (kVecBytes % 16 == 0) {
+    if (stream && reinterpret_cast<uintptr_t>(p) % kVecBytes == 0 && hn::Lanes(d) * sizeof(T) == kVecBytes)
+      return hn::Stream(v, d, p);
+  }
+#else
+  (void)stream;
+#endif
+  hn::StoreU(v, d, p);
+}
+
+// Store n = Lanes(DF()) codes (u32 lanes) as elements of 4, 2 or 1 bytes (stream: StoreHint's).
 template <int kBytes>
-HWY_INLINE void StoreCodes(VU codes, char* row, int64_t i) {
+HWY_INLINE void StoreCodes(VU codes, char* row, int64_t i, bool stream = false) {
   const DU du;
   if (kBytes == 4) {
-    hn::StoreU(codes, du, reinterpret_cast<uint32_t*>(row) + i);
+    StoreHint(codes, du, reinterpret_cast<uint32_t*>(row) + i, stream);
   } else if (kBytes == 2) {
     const hn::Rebind<uint16_t, DU> d16;
-    hn::StoreU(hn::DemoteTo(d16, hn::BitCast(DI(), codes)), d16, reinterpret_cast<uint16_t*>(row) + i);
+    StoreHint(hn::DemoteTo(d16, hn::BitCast(DI(), codes)), d16, reinterpret_cast<uint16_t*>(row) + i, stream);
   } else {
     const hn::Rebind<uint8_t, DU> d8;
-    hn::StoreU(hn::DemoteTo(d8, hn::BitCast(DI(), codes)), d8, reinterpret_cast<uint8_t*>(row) + i);
+    StoreHint(hn::DemoteTo(d8, hn::BitCast(DI(), codes)), d8, reinterpret_cast<uint8_t*>(row) + i, stream);
   }
 }
 

@@ -121,6 +121,29 @@ TEST_CASE("qk_rmsnorm: FP8 outputs with static scales, every target", "[qk_rmsno
     }
 }
 
+// Calls whose outputs outgrow the threads' private caches write them with streaming stores
+// (backends/cpu/parallel.h stream_outputs: at least 2 MiB a thread; one thread here). The same
+// bytes as the reference on every target: the four layouts (plain; f16 with misaligned, padded
+// rows, where plain stores serve; f32 in place; bf16 in place), heads of 128, FP8 outputs.
+TEST_CASE("qk_rmsnorm: outputs large enough for streaming stores, every target", "[qk_rmsnorm][cpu]") {
+  std::mt19937_64 rng(29);
+  tbb::task_arena single(1);
+  single.execute([&] {
+    for (int variant = 0; variant < 4; ++variant) {
+      QkSpec s = layout_qk_spec(4096, 1024, variant);
+      s.lead = variant == 2 ? std::vector<int64_t>{4, 130} : std::vector<int64_t>{520};  // >= 5.3 MB of outputs
+      check_all_kinds(s, rng);
+      if (variant == 0) {
+        s.head_dim = 128;
+        check_all_kinds(s, rng);
+        s.head_dim = 0;
+        s.out = DType::k_f8e4m3fn;  // 2.7 MB of codes
+        check_all_kinds(s, rng);
+      }
+    }
+  });
+}
+
 // Zero rows, subnormals, huge values whose squares overflow, NaN and Inf, and NaN/Inf/negative
 // statistics: the same bytes on every target, and never silent zeros.
 TEST_CASE("qk_rmsnorm: special values on every target", "[qk_rmsnorm][cpu]") {
