@@ -16,9 +16,8 @@
 // the grid is persistent and walks over the blocks' batches, prefetching its next batch into L2. Nothing of a group's arithmetic
 // depends on the grid, the row count or the other side (batch invariance).
 // Two other kernels serve calls with vector-aligned views: apply of any size takes
-// qk_apply_small_kernel (one thread a vector), and short stats and fused calls (decode)
-// qk_small_group_kernel (a group's steps on threads of their own, the same additions in the same
-// order).
+// qk_apply_small_kernel (one thread a vector), short stats calls (decode) qk_small_stats_kernel
+// and short fused calls qk_small_group_kernel (the same additions in the same order).
 #pragma once
 
 #include <stdint.h>
@@ -293,7 +292,7 @@ struct QkSmall {
   uint32_t blocks[2];   // stats, fused (qk_small_group_kernel below): blocks of q, of k
   uint32_t per_row[2];  // apply: vectors a row; stats, fused: groups a row
   DivU32 row_of[2];     // / per_row
-  DivU32 group_of[2];   // stats, fused: / (S T), a thread's group in its block
+  DivU32 group_of[2];   // stats, fused: / the threads of a group, a thread's group in its block
 };
 template <DType kIn, DType kOut>
 __global__ void __launch_bounds__(kQkBlock)
@@ -304,20 +303,25 @@ __global__ void __launch_bounds__(kQkBlock)
   const uint32_t v = blockIdx.x * blockDim.x + threadIdx.x;
   const int j = v < m.vectors[0] ? 0 : 1;
   const uint32_t u = j ? v - m.vectors[0] : v;
-  if (u >= m.vectors[j]) return;
-  const QkShape& sh = L.side[j];
-  const QkSide& s = j ? c.k : c.q;
+  const bool ok = u < m.vectors[j];  // threads past the last vector idle (no early return)
   const uint32_t row = m.row_of[j].div(u);
-  const int32_t e = int32_t(u - row * m.per_row[j]) * kQkVec, width = int32_t(s.width);
-  const char* xrow = row_at<true>(c.lead, s.in, row);
+  const int32_t e = int32_t(u - row * m.per_row[j]) * kQkVec;
+  const QkSide& s = j ? c.k : c.q;
   gpu_wait_for_previous_grid();
   uint32_t x[kW], ww[kQkVec];
-  load_vec<In::kBytes, kQkVec, true, true>(xrow, e, width, kVectors, x);
-  qk_load_weights(s, sh, e, width, ww);
-  const float stat = math::float_of(load_elem<4>(row_at<true>(c.lead, c.stats, row), j, sh.access_stats));
+  float stat = 0.0f;
+  // x first, then the weights and the statistic (L1/L2 hits after the first rows). Measured on an
+  // H200 at 16384 x (4096 + 512) bf16: 95% of copy, against 89% for the same loads written
+  // together after an early return of the threads past the end (docs/performance.md).
+  if (ok) load_vec<In::kBytes, kQkVec, true, true>(row_at<true>(c.lead, s.in, row), e, int32_t(s.width), kVectors, x);
+  if (ok) {
+    qk_load_weights(s, L.side[j], e, int32_t(s.width), ww);
+    stat = math::float_of(load_elem<4>(row_at<true>(c.lead, c.stats, row), j, L.side[j].access_stats));
+  }
   gpu_allow_next_grid();
-  qk_apply_vec<kIn, kOut, true>(c, s, sh, e, width, x, ww, qk_inv_rms(c, s, stat), qk_out_rcp<kIn, kOut>(c, L, j),
-                                row_at<true>(c.lead, s.out, row));
+  if (ok)
+    qk_apply_vec<kIn, kOut, true>(c, s, L.side[j], e, int32_t(s.width), x, ww, qk_inv_rms(c, s, stat),
+                                  qk_out_rcp<kIn, kOut>(c, L, j), row_at<true>(c.lead, s.out, row));
 }
 using QkSmallFn = void (*)(const QkRmsnormCall, const QkLaunch, const QkSmall);
 template <DType kIn>
@@ -329,7 +333,51 @@ QkSmallFn qk_small_for(DType out) {
   }
 }
 
-// stats and fused for short calls (decode): a group's S steps on S x T threads of its own, one
+// Threads a block of qk_small_stats_kernel at most: f32 inputs' column of 8 steps (64 registers)
+// needs more than the 64 a thread of 1024 has.
+FN_HD constexpr int qk_small_stats_block(DType in) { return in == DType::kF32 ? kQkMaxBlock : kMaxBlockThreads; }
+
+// stats for short calls (decode), one block a multiprocessor at most: T threads a group, each
+// with the S vectors of its column t (elements s P + 8t + e) in registers, their squares added in
+// step order (thread_sum_squares, as the group kernel's thread t: the canonical order), and the
+// tree across the group's lanes and warps (row_reduce_finish: no barrier below a warp, one
+// above). Measured against S x T threads meeting in shared memory (qk_small_group_kernel's way):
+// 1.55 -> 1.35 us at 16 x (4096 + 512) bf16 on an H200. The host takes it where the view of the
+// input allows vectors with one leading dimension, G is whole steps and the grid is at most a
+// block a multiprocessor (qk_small_groups).
+template <DType kIn>
+__global__ void __launch_bounds__(qk_small_stats_block(kIn))
+    qk_small_stats_kernel(FN_GRID_CONSTANT const QkRmsnormCall c, FN_GRID_CONSTANT const QkLaunch L,
+                          FN_GRID_CONSTANT const QkSmall m) {
+  using In = InTraits<kIn>;
+  constexpr int kW = Vec<In::kBytes, kQkVec>::kWords;
+  __shared__ __align__(16) float red[qk_small_stats_block(kIn) / kGpuWarp];
+  const int j = blockIdx.x < m.blocks[0] ? 0 : 1;
+  const QkShape& sh = L.side[j];
+  const QkSide& s = j ? c.k : c.q;
+  const int T = sh.threads, P = sh.partials, S = sh.steps;
+  // T is a power of two (P / 8): shifts and masks.
+  const int gib = int(threadIdx.x) >> (__ffs(T) - 1), t = int(threadIdx.x) & (T - 1);
+  const int64_t gi = int64_t(j ? blockIdx.x - m.blocks[0] : blockIdx.x) * sh.groups_per_block + gib;
+  const bool active = gib < sh.groups_per_block && gi < sh.groups;
+  const int32_t G = int32_t(s.group);
+  const int64_t row = m.per_row[j] == 1 ? gi : int64_t(m.row_of[j].div(uint32_t(gi)));
+  const int64_t head = gi - row * m.per_row[j];
+  const char* xg = active ? row_at<true>(c.lead, s.in, row) + head * G * In::kBytes : nullptr;
+  gpu_wait_for_previous_grid();
+  uint32_t x[kMaxSteps][kW];
+#pragma unroll
+  for (int k = 0; k < kMaxSteps; ++k)
+    if (active && k < S) load_vec<In::kBytes, kQkVec, true>(xg, k * P + kQkVec * t, G, kVectors, x[k]);
+  gpu_allow_next_grid();
+  const float v = active ? thread_sum_squares<In, kMaxSteps, kQkVec, kW>(x, S) : 0.0f;
+  const float ss = row_reduce_finish<kGpuWarp, false, true>(v, t, T, gib, red, QkAdd(),
+                                                            QkFinish{&c, &s, true, 0.0f}, static_cast<float*>(nullptr));
+  if (active && t == 0)
+    store_elem<4>(row_at<true>(c.lead, c.stats, row), j, math::encode_f32<false>(ss), sh.access_stats);
+}
+
+// The fused form for short calls (decode): a group's S steps on S x T threads of its own, one
 // vector a thread, where the group kernel runs a thread's S vectors one after another. Thread
 // (s, t) of a group (index s T + t in the group's run of the block) squares its vector; after a
 // barrier, thread (0, t) adds the S squares of partial 8t + e in step order, as the group
@@ -339,7 +387,7 @@ QkSmallFn qk_small_for(DType out) {
 // with the formula evaluated by every warp of the group. Every thread then applies its own
 // vector. The host takes it where the views allow vectors with one leading dimension, G is whole
 // steps, S T <= 1024 and the grid is at most a block a multiprocessor (qk_small_groups).
-template <DType kIn, DType kOut, QkKind kKind>
+template <DType kIn, DType kOut>
 __global__ void __launch_bounds__(kMaxBlockThreads)
     qk_small_group_kernel(FN_GRID_CONSTANT const QkRmsnormCall c, FN_GRID_CONSTANT const QkLaunch L,
                           FN_GRID_CONSTANT const QkSmall m) {
@@ -367,7 +415,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
   uint32_t x[kW] = {}, ww[kQkVec];
   if (active) {
     load_vec<In::kBytes, kQkVec, true>(xg, e, G, kVectors, x);
-    if (kKind != QkKind::kStats) qk_load_weights(s, sh, e, G, ww);
+    qk_load_weights(s, sh, e, G, ww);
   }
   gpu_allow_next_grid();
   float part[kQkVec];
@@ -410,8 +458,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
 #pragma unroll
   for (int k = 1; k < kGpuWarp; k *= 2)
     if (k < lanes) v = math::add_rn(v, FN_SHFL_XOR(v, k, kGpuWarp));
-  constexpr bool stats = kKind == QkKind::kStats;
-  const QkFinish finish{&c, &s, stats, qk_pow2_rcp(s.divisor)};
+  const QkFinish finish{&c, &s, false, qk_pow2_rcp(s.divisor)};
   float inv;
   if (T >= kGpuWarp) {
     if (threadIdx.x % kGpuWarp == 0) red[threadIdx.x / kGpuWarp] = v;
@@ -426,59 +473,58 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
     inv = group_result[gib];
   }
   if (!active) return;
-  if constexpr (stats) {
-    if (st == 0 && t == 0)
-      store_elem<4>(row_at<true>(c.lead, c.stats, row), j, math::encode_f32<false>(inv), sh.access_stats);
-  } else {
-    qk_apply_vec<kIn, kOut>(c, s, sh, e, G, x, ww, inv, qk_out_rcp<kIn, kOut>(c, L, j),
-                            row_at<true>(c.lead, s.out, row) + head * G * kOutBytes);
-  }
+  qk_apply_vec<kIn, kOut>(c, s, sh, e, G, x, ww, inv, qk_out_rcp<kIn, kOut>(c, L, j),
+                          row_at<true>(c.lead, s.out, row) + head * G * kOutBytes);
 }
-template <DType kIn, QkKind kKind>
+template <DType kIn>
 QkSmallFn qk_small_group_for(DType out) {
   switch (out) {
-    case DType::k_f8e4m3fn: return &qk_small_group_kernel<kIn, DType::k_f8e4m3fn, kKind>;
-    case DType::k_f8e4m3fnuz: return &qk_small_group_kernel<kIn, DType::k_f8e4m3fnuz, kKind>;
-    default: return &qk_small_group_kernel<kIn, kIn, kKind>;
+    case DType::k_f8e4m3fn: return &qk_small_group_kernel<kIn, DType::k_f8e4m3fn>;
+    case DType::k_f8e4m3fnuz: return &qk_small_group_kernel<kIn, DType::k_f8e4m3fnuz>;
+    default: return &qk_small_group_kernel<kIn, kIn>;
   }
 }
 template <DType kIn>
 QkSmallFn qk_small_for(QkKind kind, DType out) {
   switch (kind) {
-    case QkKind::kStats: return &qk_small_group_kernel<kIn, kIn, QkKind::kStats>;
+    case QkKind::kStats: return &qk_small_stats_kernel<kIn>;
     case QkKind::kApply: return qk_small_for<kIn>(out);
-    default: return qk_small_group_for<kIn, QkKind::kFused>(out);
+    default: return qk_small_group_for<kIn>(out);
   }
 }
 
-// Whether stats and fused take qk_small_group_kernel: its block (*threads: the larger side's
-// S T, at least 256; each side's groups_per_block = *threads / (S T), spare threads idle), its
-// blocks per side (m->blocks) and the groups' rows (m->per_row, m->row_of). The bytes are the
-// group kernel's.
+// Whether stats take qk_small_stats_kernel and the fused form qk_small_group_kernel: the block
+// (*threads: the larger side's threads a group, T for stats and S T for the fused form, at least 256; each side's
+// groups_per_block = *threads / that, spare threads idle), its blocks per side (m->blocks) and the
+// groups' rows (m->per_row, m->row_of, m->group_of). The bytes are the group kernel's.
 inline bool qk_small_groups(const QkRmsnormCall& c, QkLaunch* L, int multiprocessors, QkSmall* m, int* threads) {
   if (c.kind == QkKind::kApply || c.lead.ndim > 1) return false;
+  const bool stats = c.kind == QkKind::kStats;
+  const int block_limit = stats ? qk_small_stats_block(c.in_type) : kMaxBlockThreads;
   int most = kQkBlock;
   for (int j = 0; j < 2; ++j) {
     const QkSide& s = j ? c.k : c.q;
     const QkShape& sh = L->side[j];
-    const bool out_ok = c.kind == QkKind::kStats || sh.access_out == kVectors;
+    const bool out_ok = stats || sh.access_out == kVectors;
     if (s.group % sh.partials != 0 || sh.access_in != kVectors || sh.access_w != kVectors || !out_ok ||
-        sh.steps * sh.threads > kMaxBlockThreads || s.width / s.group > (int64_t(1) << 31))
+        sh.steps > kMaxSteps || (stats ? sh.threads : sh.steps * sh.threads) > block_limit ||
+        s.width / s.group > (int64_t(1) << 31))
       return false;
-    most = std::max(most, sh.steps * sh.threads);
+    most = std::max(most, stats ? sh.threads : sh.steps * sh.threads);
   }
   int64_t blocks = 0;
   for (int j = 0; j < 2; ++j) {
     const QkSide& s = j ? c.k : c.q;
     QkShape& sh = L->side[j];
-    sh.groups_per_block = most / (sh.steps * sh.threads);
+    const int per = stats ? sh.threads : sh.steps * sh.threads;
+    sh.groups_per_block = most / per;
     const int64_t b = (sh.groups + sh.groups_per_block - 1) / sh.groups_per_block;
     blocks += b;
     if (b > multiprocessors || sh.groups >= (int64_t(1) << 32)) return false;
     m->blocks[j] = uint32_t(b);
     m->per_row[j] = uint32_t(s.width / s.group);
     m->row_of[j] = DivU32::of(m->per_row[j]);
-    m->group_of[j] = DivU32::of(uint32_t(sh.steps * sh.threads));
+    m->group_of[j] = DivU32::of(uint32_t(per));
   }
   *threads = most;
   return blocks <= multiprocessors;
