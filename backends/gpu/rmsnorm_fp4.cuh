@@ -15,8 +15,9 @@
 // a table in shared memory that each thread fills for its own elements at its block's first row,
 // and takes the blocks' |y| maxima with the NaN-propagating float max (CUDA). Both compute the
 // same bytes (the same formulas in the same order); the host picks by the views alone. Short
-// calls the fast kernel would take go to a third, rmsnorm_fp4_small_kernel (one step a thread,
-// rmsnorm_fp4_short.cuh); the encoding pieces all three use are in fp4_encode.cuh.
+// calls the fast kernel would take go to rmsnorm_fp4_small_kernel (a block a step of each row)
+// or, with a residual or swizzled scales, rmsnorm_fp4_row_kernel (a block a row; both in
+// rmsnorm_fp4_short.cuh); the encoding pieces all of them use are in fp4_encode.cuh.
 #pragma once
 
 #include <stdint.h>
@@ -344,7 +345,8 @@ Fp4Kernel fp4_kernel_for(bool nv, bool fast, int steps) {
 
 using Fp4SmallKernel = void (*)(RmsnormFp4Call, RowShape);
 template <DType kIn>
-Fp4SmallKernel fp4_small_for(bool nv) {
+Fp4SmallKernel fp4_small_for(bool nv, bool row_kernel) {
+  if (row_kernel) return nv ? &rmsnorm_fp4_row_kernel<kIn, 16> : &rmsnorm_fp4_row_kernel<kIn, 32>;
   return nv ? &rmsnorm_fp4_small_kernel<kIn, 16> : &rmsnorm_fp4_small_kernel<kIn, 32>;
 }
 
@@ -385,14 +387,21 @@ fusednorm_status plugin_rmsnorm_fp4(const RmsnormFp4Call* call, int32_t device, 
   const size_t table = norm ? size_t(shape.rows_per_block) * shape.threads_per_row * shape.steps * kFp4Vec * sizeof(float) : 0;
   const bool fast = c.lead.ndim <= 1 && c.h % shape.partials == 0 && shape.partials >= 32 && acc.in == kVectors &&
                     acc.out == kVectors && acc.w == kVectors && table + 1024 <= g_devices[size_t(device)].max_smem_per_block;
-  // Short calls: the small kernel (a block a row, one step a thread), from the views, H and the
-  // row count; the bytes are the fast kernel's.
+  // Short calls: the small kernel (a block a step of each row), or with a residual or swizzled
+  // scales the row kernel (a block a row), from the views, H and the row count; the bytes are the
+  // fast kernel's.
+  const int sms = g_devices[size_t(device)].multiprocessors;
+  const int64_t small_blocks = c.lead.rows * shape.steps;
   const int per_row = shape.steps * shape.threads_per_row;
-  if (fast && per_row <= kMaxBlockThreads && per_row % kGpuWarp == 0 && all_rows <= g_devices[size_t(device)].multiprocessors) {
-    const Fp4SmallKernel fs = c.in_type == DType::kF32   ? fp4_small_for<DType::kF32>(nv)
-                              : c.in_type == DType::kF16 ? fp4_small_for<DType::kF16>(nv)
-                                                         : fp4_small_for<DType::kBF16>(nv);
-    gpuError_t e = launch_pdl(fs, g_devices[size_t(device)], unsigned(all_rows), unsigned(per_row), 0,
+  const bool row_kernel = c.res.data != nullptr || c.swizzled != 0;
+  if (fast && (row_kernel ? per_row <= kMaxBlockThreads && per_row % kGpuWarp == 0 && all_rows <= sms
+                   : shape.threads_per_row <= kFp4SmallThreads && small_blocks <= sms)) {
+    const Fp4SmallKernel fs = c.in_type == DType::kF32   ? fp4_small_for<DType::kF32>(nv, row_kernel)
+                              : c.in_type == DType::kF16 ? fp4_small_for<DType::kF16>(nv, row_kernel)
+                                                         : fp4_small_for<DType::kBF16>(nv, row_kernel);
+    const int64_t grid = row_kernel ? all_rows : small_blocks;
+    const int threads = row_kernel ? per_row : std::max(shape.threads_per_row, kGpuWarp);
+    gpuError_t e = launch_pdl(fs, g_devices[size_t(device)], unsigned(grid), unsigned(threads), 0,
                               static_cast<gpuStream_t>(stream), c, shape);
     if (e == gpuSuccess) e = gpuGetLastError();
     if (e != gpuSuccess) return vendor_error(e, "launching rmsnorm_fp4", msg, n);

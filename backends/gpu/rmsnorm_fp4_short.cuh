@@ -1,5 +1,5 @@
-// Compiled twice: as CUDA and as HIP (through rmsnorm_fp4.cuh). rmsnorm_fp4's kernel for short
-// calls (decode): one block a row, one vector of the row a thread. The same formulas in the same
+// Compiled twice: as CUDA and as HIP (through rmsnorm_fp4.cuh). rmsnorm_fp4's kernels for short
+// calls (decode): S blocks a row, one a step; with a residual or swizzled scales, one block a row. The same formulas in the same
 // order as the fast kernel (rmsnorm_fp4.cuh), so the same bytes; the host there picks it.
 #pragma once
 
@@ -16,18 +16,80 @@
 namespace fusednorm {
 namespace gpu {
 
-// Short calls (decode): one block a row (a swizzled layout's padding rows too), the row's S steps
-// on S x T threads of their own, one vector a thread, where the fast kernel's thread does its S
+constexpr int kFp4SmallThreads = math::kMaxPartials / kFp4Vec;  // T of P = 4096: 512
+
+// Short calls with row-major scales and no residual (decode): a block a step of each row, S
+// blocks a row, T threads a block. Thread t of block s loads the S vectors of its column t
+// (elements u P + 8t + j, u < S) and adds their squares in step order in registers
+// (thread_sum_squares: the fast kernel's thread t's order), and the same tree follows over the
+// block's T threads (row_reduce_finish): every block of a row holds the same inv. Block s then
+// computes the y, block maxima, block scales and codes of step s's vectors only (the fast
+// kernel's formulas, so its bytes). A row's encoding, the most instructions of the call, is
+// spread over S multiprocessors where one did it all. Not for a residual (one block's sums would
+// overwrite the residual another still reads) nor for the swizzled layout (its scale bytes of a
+// row are 16 apart, so a row's blocks write 32-byte sectors byte by byte beside the padding rows'
+// zeros: measured slower there): rmsnorm_fp4_row_kernel serves those. The host takes it for the
+// calls the fast kernel would take whose rows' blocks are at most a block a multiprocessor.
+template <DType kIn, int kBlock>
+__global__ void __launch_bounds__(kFp4SmallThreads)
+    rmsnorm_fp4_small_kernel(FN_GRID_CONSTANT const RmsnormFp4Call c, const RowShape shape) {
+  using In = InTraits<kIn>;
+  using InVec = Vec<In::kBytes, kFp4Vec>;
+  constexpr int kW = InVec::kWords;
+  __shared__ __align__(16) float red[kFp4SmallThreads / kGpuWarp];
+  const int T = shape.threads_per_row, P = shape.partials, S = shape.steps;
+  const int64_t row = blockIdx.x / unsigned(S);
+  const int st = int(blockIdx.x - row * S), t = int(threadIdx.x);
+  const bool live = t < T;  // a block of less than a warp's T threads is a warp: the rest idle
+  const int32_t h = int32_t(c.h), e = st * P + kFp4Vec * t;
+  const bool norm = c.norm == FUSEDNORM_NORM_RMS;
+  gpu_wait_for_previous_grid();
+  const char* in_row = row_at<true>(c.lead, c.in, row);
+  uint32_t raw[kMaxSteps][kW] = {};
+#pragma unroll
+  for (int u = 0; u < kMaxSteps; ++u)
+    if (live && u < S) load_vec<In::kBytes, kFp4Vec, true>(in_row, u * P + kFp4Vec * t, h, kVectors, raw[u]);
+  float g[kFp4Vec] = {};
+  if (live && norm) load_gamma<kFp4Vec, true>(c.w_type, c.weight, c.weight_offset, e, h, kVectors, g);
+  const float gs = c.global_scale != nullptr ? load_f32_any(c.global_scale) : 1.0f;
+  gpu_allow_next_grid();
+  float y[kFp4Vec];  // step st's vector, selected without indexing raw at run time
+#pragma unroll
+  for (int u = 0; u < kMaxSteps; ++u)
+    if (u == st)
+#pragma unroll
+      for (int j = 0; j < kFp4Vec; ++j) y[j] = In::get(raw[u], j);
+  if (norm) {
+    const float len = math::length_f32(c.h), eps = c.eps;
+    const float inv = row_reduce_finish<kGpuWarp, false, true>(
+        thread_sum_squares<In, kMaxSteps, kFp4Vec, kW>(raw, S), t, T, 0, red,
+        [](float a, float b) { return math::add_rn(a, b); }, [len, eps](float ss) { return math::inv_rms(ss, len, eps); },
+        static_cast<float*>(nullptr));
+#pragma unroll
+    for (int j = 0; j < kFp4Vec; ++j) y[j] = math::norm_apply(y[j], inv, g[j]);
+  }
+  constexpr int kLanes = kBlock / kFp4Vec;
+  const uint32_t amax = fp4_block_amax<kGpuWarp, true>(y, kLanes);
+  const math::BlockScale bs = block_scale<kBlock>(amax, gs);
+  if (!live) return;
+  if (t % kLanes == 0) *fp4_scale_ptr(c.lead, c.scales, c.swizzled, c.swizzle_tiles, row, e / kBlock) = char(bs.code);
+  const uint32_t w = pack_fp4<kFp4Vec>(y, bs.r, amax < math::kF32InfBits && fabsf(bs.r) < INFINITY);
+  FN_STORE_GLOBAL(reinterpret_cast<uint32_t*>(row_at<true>(c.lead, c.out, row) + e / 2), w);
+}
+
+// Short calls with a residual (decode): one block a row (a swizzled layout's padding rows too), the
+// row's S steps on S x T threads of their own, one vector a thread, where the fast kernel's thread does its S
 // vectors one after another. The squares meet in shared memory; the step-0 threads add them in
 // step order, as the fast kernel's thread does in registers (the canonical order), and the same
 // tree follows (row_reduce_finish). Every thread then computes its vector's y, its block's
 // maximum with the block's B/8 adjacent threads, the block scale (each lane of the block alike)
 // and its codes: the fast kernel's formulas, so its bytes. The host takes it for the calls the
 // fast kernel would take with at most a block a multiprocessor and S x T a multiple of the warp
-// of at most 1024 threads.
+// of at most 1024 threads, where rmsnorm_fp4_small_kernel does not serve (a residual, swizzled
+// scales).
 template <DType kIn, int kBlock>
 __global__ void __launch_bounds__(kMaxBlockThreads)
-    rmsnorm_fp4_small_kernel(FN_GRID_CONSTANT const RmsnormFp4Call c, const RowShape shape) {
+    rmsnorm_fp4_row_kernel(FN_GRID_CONSTANT const RmsnormFp4Call c, const RowShape shape) {
   using In = InTraits<kIn>;
   using InVec = Vec<In::kBytes, kFp4Vec>;
   constexpr int kW = InVec::kWords;
