@@ -31,8 +31,9 @@ struct OutSame {
 template <class F>
 struct OutFp8 {
   static constexpr int kBytes = 1;
+  static HWY_INLINE VU Codes(VF y, VF rcp) { return EncodeMini<F, false>(hn::Mul(y, rcp)); }
   static HWY_INLINE void Store(VF y, VF rcp, char* out, int64_t i, int64_t end) {
-    const VU code = EncodeMini<F, false>(hn::Mul(y, rcp));
+    const VU code = Codes(y, rcp);
     if (i + int64_t(hn::Lanes(DF())) <= end) return StoreCodes<1>(code, out, i);
     HWY_ALIGN char buf[kMaxLaneBytes];
     StoreCodes<1>(code, buf, 0);
@@ -40,8 +41,8 @@ struct OutFp8 {
   }
   static HWY_INLINE void Store2(VF y0, VF y1, VF rcp, char* out, int64_t i, bool stream) {
     const int64_t n = int64_t(hn::Lanes(DF()));
-    StoreCodes<1>(EncodeMini<F, false>(hn::Mul(y0, rcp)), out, i, stream);
-    StoreCodes<1>(EncodeMini<F, false>(hn::Mul(y1, rcp)), out, i + n, stream);
+    StoreCodes<1>(Codes(y0, rcp), out, i, stream);
+    StoreCodes<1>(Codes(y1, rcp), out, i + n, stream);
   }
 };
 

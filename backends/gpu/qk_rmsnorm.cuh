@@ -289,10 +289,10 @@ using QkKernelFn = void (*)(const QkRmsnormCall, const QkLaunch);
 // thread (a quarter of the threads an SM, so fewer bytes in flight).
 struct QkSmall {
   uint32_t vectors[2];  // apply: vectors of q, of k
-  uint32_t blocks[2];   // stats, fused (qk_small_group_kernel below): blocks of q, of k
+  uint32_t blocks[2];   // stats, fused (the small stats and group kernels below): blocks of q, of k
   uint32_t per_row[2];  // apply: vectors a row; stats, fused: groups a row
   DivU32 row_of[2];     // / per_row
-  DivU32 group_of[2];   // stats, fused: / the threads of a group, a thread's group in its block
+  DivU32 group_of[2];   // fused: / (S T), a thread's group in its block
 };
 template <DType kIn, DType kOut>
 __global__ void __launch_bounds__(kQkBlock)
@@ -342,7 +342,7 @@ FN_HD constexpr int qk_small_stats_block(DType in) { return in == DType::kF32 ? 
 // step order (thread_sum_squares, as the group kernel's thread t: the canonical order), and the
 // tree across the group's lanes and warps (row_reduce_finish: no barrier below a warp, one
 // above). Measured against S x T threads meeting in shared memory (qk_small_group_kernel's way):
-// 1.55 -> 1.35 us at 16 x (4096 + 512) bf16 on an H200. The host takes it where the view of the
+// 1.55 -> 1.35-1.39 us at 16 x (4096 + 512) bf16 on an H200. The host takes it where the view of the
 // input allows vectors with one leading dimension, G is whole steps and the grid is at most a
 // block a multiprocessor (qk_small_groups).
 template <DType kIn>
@@ -494,9 +494,10 @@ QkSmallFn qk_small_for(QkKind kind, DType out) {
 }
 
 // Whether stats take qk_small_stats_kernel and the fused form qk_small_group_kernel: the block
-// (*threads: the larger side's threads a group, T for stats and S T for the fused form, at least 256; each side's
-// groups_per_block = *threads / that, spare threads idle), its blocks per side (m->blocks) and the
-// groups' rows (m->per_row, m->row_of, m->group_of). The bytes are the group kernel's.
+// (*threads: the larger side's threads a group, T for stats and S T for the fused form, at least
+// 256; each side's groups_per_block = *threads / that, spare threads idle), its blocks per side
+// (m->blocks) and the groups' rows (m->per_row, m->row_of; the fused form's m->group_of). The
+// bytes are the group kernel's.
 inline bool qk_small_groups(const QkRmsnormCall& c, QkLaunch* L, int multiprocessors, QkSmall* m, int* threads) {
   if (c.kind == QkKind::kApply || c.lead.ndim > 1) return false;
   const bool stats = c.kind == QkKind::kStats;
@@ -524,7 +525,7 @@ inline bool qk_small_groups(const QkRmsnormCall& c, QkLaunch* L, int multiproces
     m->blocks[j] = uint32_t(b);
     m->per_row[j] = uint32_t(s.width / s.group);
     m->row_of[j] = DivU32::of(m->per_row[j]);
-    m->group_of[j] = DivU32::of(uint32_t(per));
+    m->group_of[j] = DivU32::of(uint32_t(per));  // read by the fused kernel only
   }
   *threads = most;
   return blocks <= multiprocessors;

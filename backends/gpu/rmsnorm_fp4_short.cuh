@@ -1,6 +1,7 @@
 // Compiled twice: as CUDA and as HIP (through rmsnorm_fp4.cuh). rmsnorm_fp4's kernels for short
-// calls (decode): S blocks a row, one a step; with a residual or swizzled scales, one block a row. The same formulas in the same
-// order as the fast kernel (rmsnorm_fp4.cuh), so the same bytes; the host there picks it.
+// calls (decode): S blocks a row, one a step; with a residual or swizzled scales, one block a row.
+// The same formulas in the same order as the fast kernel (rmsnorm_fp4.cuh), so the same bytes; the
+// host there picks one.
 #pragma once
 
 #include <stdint.h>
@@ -17,6 +18,22 @@ namespace fusednorm {
 namespace gpu {
 
 constexpr int kFp4SmallThreads = math::kMaxPartials / kFp4Vec;  // T of P = 4096: 512
+
+// A short-call thread's vector y of elements e .. e + 7 of `row`, its FP4 block's kBlock / 8
+// threads adjacent lanes: the block maximum, the block scale (stored by the block's first lane) and
+// the packed codes, with the fast kernel's formulas. Every lane takes part in the maximum's
+// shuffles; only those with `store` write.
+template <int kBlock>
+__device__ __forceinline__ void fp4_short_encode(const RmsnormFp4Call& c, const float (&y)[kFp4Vec], float gs, int t,
+                                                 int64_t row, int32_t e, bool store) {
+  constexpr int kLanes = kBlock / kFp4Vec;
+  const uint32_t amax = fp4_block_amax<kGpuWarp, true>(y, kLanes);
+  const math::BlockScale bs = block_scale<kBlock>(amax, gs);
+  if (!store) return;
+  if (t % kLanes == 0) *fp4_scale_ptr(c.lead, c.scales, c.swizzled, c.swizzle_tiles, row, e / kBlock) = char(bs.code);
+  const uint32_t w = pack_fp4<kFp4Vec>(y, bs.r, amax < math::kF32InfBits && fabsf(bs.r) < INFINITY);
+  FN_STORE_GLOBAL(reinterpret_cast<uint32_t*>(row_at<true>(c.lead, c.out, row) + e / 2), w);
+}
 
 // Short calls with row-major scales and no residual (decode): a block a step of each row, S
 // blocks a row, T threads a block. Thread t of block s loads the S vectors of its column t
@@ -68,25 +85,18 @@ __global__ void __launch_bounds__(kFp4SmallThreads)
 #pragma unroll
     for (int j = 0; j < kFp4Vec; ++j) y[j] = math::norm_apply(y[j], inv, g[j]);
   }
-  constexpr int kLanes = kBlock / kFp4Vec;
-  const uint32_t amax = fp4_block_amax<kGpuWarp, true>(y, kLanes);
-  const math::BlockScale bs = block_scale<kBlock>(amax, gs);
-  if (!live) return;
-  if (t % kLanes == 0) *fp4_scale_ptr(c.lead, c.scales, c.swizzled, c.swizzle_tiles, row, e / kBlock) = char(bs.code);
-  const uint32_t w = pack_fp4<kFp4Vec>(y, bs.r, amax < math::kF32InfBits && fabsf(bs.r) < INFINITY);
-  FN_STORE_GLOBAL(reinterpret_cast<uint32_t*>(row_at<true>(c.lead, c.out, row) + e / 2), w);
+  fp4_short_encode<kBlock>(c, y, gs, t, row, e, live);
 }
 
-// Short calls with a residual (decode): one block a row (a swizzled layout's padding rows too), the
-// row's S steps on S x T threads of their own, one vector a thread, where the fast kernel's thread does its S
-// vectors one after another. The squares meet in shared memory; the step-0 threads add them in
-// step order, as the fast kernel's thread does in registers (the canonical order), and the same
-// tree follows (row_reduce_finish). Every thread then computes its vector's y, its block's
-// maximum with the block's B/8 adjacent threads, the block scale (each lane of the block alike)
-// and its codes: the fast kernel's formulas, so its bytes. The host takes it for the calls the
-// fast kernel would take with at most a block a multiprocessor and S x T a multiple of the warp
-// of at most 1024 threads, where rmsnorm_fp4_small_kernel does not serve (a residual, swizzled
-// scales).
+// Short calls with a residual or swizzled scales (decode): one block a row (a swizzled layout's
+// padding rows too), the row's S steps on S x T threads of their own, one vector a thread, where
+// the fast kernel's thread does its S vectors one after another. The squares meet in shared
+// memory; the step-0 threads add them in step order, as the fast kernel's thread does in registers
+// (the canonical order), and the same tree follows (row_reduce_finish). Every thread then computes
+// its vector's y and, with the block's B/8 adjacent threads, its codes (fp4_short_encode): the fast
+// kernel's formulas, so its bytes. The host takes it for the calls the fast kernel would take with
+// at most a block a multiprocessor and S x T a multiple of the warp of at most 1024 threads, where
+// rmsnorm_fp4_small_kernel does not serve (a residual, swizzled scales).
 template <DType kIn, int kBlock>
 __global__ void __launch_bounds__(kMaxBlockThreads)
     rmsnorm_fp4_row_kernel(FN_GRID_CONSTANT const RmsnormFp4Call c, const RowShape shape) {
@@ -164,12 +174,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
 #pragma unroll
     for (int j = 0; j < kFp4Vec; ++j) y[j] = math::norm_apply(y[j], inv, g[j]);
   }
-  constexpr int kLanes = kBlock / kFp4Vec;
-  const uint32_t amax = fp4_block_amax<kGpuWarp, true>(y, kLanes);
-  const math::BlockScale bs = block_scale<kBlock>(amax, gs);
-  if (t % kLanes == 0) *fp4_scale_ptr(c.lead, c.scales, c.swizzled, c.swizzle_tiles, row, e / kBlock) = char(bs.code);
-  const uint32_t w = pack_fp4<kFp4Vec>(y, bs.r, amax < math::kF32InfBits && fabsf(bs.r) < INFINITY);
-  FN_STORE_GLOBAL(reinterpret_cast<uint32_t*>(row_at<true>(c.lead, c.out, row) + e / 2), w);
+  fp4_short_encode<kBlock>(c, y, gs, t, row, e, true);
   if (c.swizzled)  // the padding of a real row: blocks past H / block
     for (int64_t k = c.h / kBlock + threadIdx.x; k < 4 * c.swizzle_tiles; k += blockDim.x)
       *fp4_scale_ptr(c.lead, c.scales, 1, c.swizzle_tiles, row, k) = 0;
