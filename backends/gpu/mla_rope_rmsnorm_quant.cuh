@@ -31,6 +31,7 @@
 #include "backends/gpu/host.cuh"
 #include "backends/gpu/io.cuh"
 #include "backends/gpu/launch.cuh"
+#include "backends/gpu/mla_fast.cuh"
 #include "backends/gpu/ops.h"
 #include "backends/gpu/plan.h"
 #include "backends/gpu/reduce.cuh"
@@ -409,10 +410,36 @@ fusednorm_status mla_rope_rmsnorm_quant(const MlaCall* call, int32_t device, voi
   a.q_blocks_div = DivU32::of(uint32_t(q_blocks));
   a.units_div = DivU32::of(uint32_t(c.rope / 8));
   a.same_unit = kMlaThreads % (c.rope / 8) == 0 ? 1 : 0;
-  const unsigned grid = unsigned(c.tokens * q_blocks);
   const gpuStream_t s = static_cast<gpuStream_t>(stream);
   const DeviceFacts& dev = g_devices[size_t(device)];
   gpuError_t e;
+  // The fast kernel (mla_fast.cuh) where the dtypes, the shapes and every view allow it.
+  const int w_bytes = c.w_type == DType::kF32 ? 4 : 2;
+  const bool aligned =
+      a.q == kVectors && a.q_out == kVectors && a.cs == kVectors &&
+      mla_access(c.kv, c.tokens, c.kv_stride, in_bytes, 4 * in_bytes) == kVectors &&
+      mla_access(c.weight, 1, 0, w_bytes, 4 * w_bytes) == kVectors &&
+      mla_access(c.cache, c.num_pages, c.cache_page_stride, cache_bytes, 4 * cache_bytes) == kVectors &&
+      mla_access(c.cache, c.page_size, c.cache_slot_stride, cache_bytes, 4 * cache_bytes) == kVectors;
+  MlaFastShape f;
+  if (c.tokens <= INT32_MAX && mla_fast_shape(c, aligned, &f)) {
+    const unsigned threads = unsigned(32 * (1 + f.q_warps));
+    const unsigned blocks = unsigned(c.tokens);
+    const bool bf16 = c.in_type == DType::kBF16;
+    if (c.cache_type == DType::k_f8e4m3fn)
+      e = bf16 ? launch_pdl(mla_fast_kernel<DType::kBF16, DType::k_f8e4m3fn>, dev, blocks, threads, 0, s, c, f)
+               : launch_pdl(mla_fast_kernel<DType::kF16, DType::k_f8e4m3fn>, dev, blocks, threads, 0, s, c, f);
+    else if (c.cache_type == DType::k_f8e4m3fnuz)
+      e = bf16 ? launch_pdl(mla_fast_kernel<DType::kBF16, DType::k_f8e4m3fnuz>, dev, blocks, threads, 0, s, c, f)
+               : launch_pdl(mla_fast_kernel<DType::kF16, DType::k_f8e4m3fnuz>, dev, blocks, threads, 0, s, c, f);
+    else
+      e = bf16 ? launch_pdl(mla_fast_kernel<DType::kBF16, DType::kBF16>, dev, blocks, threads, 0, s, c, f)
+               : launch_pdl(mla_fast_kernel<DType::kF16, DType::kF16>, dev, blocks, threads, 0, s, c, f);
+    if (e == gpuSuccess) e = gpuGetLastError();
+    if (e != gpuSuccess) return vendor_error(e, "launching mla_rope_rmsnorm_quant", msg, n);
+    return FUSEDNORM_SUCCESS;
+  }
+  const unsigned grid = unsigned(c.tokens * q_blocks);
   switch (c.in_type) {
     case DType::kF32: e = mla_launch<DType::kF32>(qu, dev, grid, s, c, a); break;
     case DType::kF16: e = mla_launch<DType::kF16>(qu, dev, grid, s, c, a); break;
