@@ -4,8 +4,8 @@
 //   (one instantiation each: every load, conversion and store is straight-line code);
 // - every view aligned for its vectors (q units of 16 bytes, kv and weight runs of 4 elements, the
 //   cache's runs of 4 codes, 16-byte cos/sin rows);
-// - L a whole number of 128-element steps with P = reduction_partials(L) = 128 (L 512 .. 896, e.g.
-//   DeepSeek's 512), R / 8 dividing 32 (R 8 .. 256) and Hq · R / 8 q units that fit the block.
+// - L = 512 (DeepSeek-V2/V3, Kimi-K2: 128 partials, 4 steps), R of 8, 16, 32 or 64 (a rope pair a
+//   lane at most; R / 8 divides 32) and Hq · R / 8 q units that fit the block.
 // The host picks it from those facts alone (never from the token count: batch invariance).
 //
 // A block is a token: warp 0 writes its latent row, warps 1 .. Wq rotate its q units (kUnits at
@@ -16,7 +16,7 @@
 // mla_locate is skipped whole by every warp (no q, no cache row), and counted once (warp 0).
 //
 // The latent row's canonical sum (docs/numerics.md §2) in one warp: lane l owns partials 4l .. 4l+3
-// (elements s·128 + 4l + e of steps s < S = L / 128), each summed over the steps in order; the
+// (elements s·128 + 4l + e of the steps s < 4), each summed over the steps in order; the
 // tree's first two levels in registers and the other five across lanes (shfl_xor 1 .. 16), the
 // general kernel's tree exactly.
 #pragma once
@@ -26,6 +26,7 @@
 #include "backends/gpu/encode.cuh"
 #include "backends/gpu/gpu_runtime.h"
 #include "backends/gpu/io.cuh"
+#include "backends/gpu/plan.h"
 #include "backends/gpu/reduce.cuh"
 #include "core/call_mla.h"
 #include "math/rope_math.h"
@@ -33,19 +34,31 @@
 namespace fusednorm {
 namespace gpu {
 
-constexpr int kMlaFastUnits = 4;      // q units (8 elements) a lane at most
-constexpr int kMlaFastSteps = 7;      // L / 128 at most
-constexpr int kMlaFastPairs = 4;      // rope pairs of the latent row a lane at most (R <= 256)
+#ifndef FN_MLA_FAST_UNITS
+#define FN_MLA_FAST_UNITS 4
+#endif
+constexpr int kMlaFastUnits = FN_MLA_FAST_UNITS;  // q units (8 elements) a lane at most
+constexpr int kMlaFastSteps = 4;      // L / 128: L = 512
 constexpr int kMlaFastMaxWarps = 32;  // 1 + Wq
 
-// The fast kernel's shape (host-computed from Hq and R).
+// The fast kernel's shape (host-computed from Hq and R). A token has 1 + Wq warp roles (role 0 its
+// latent row, role w its q warp w), spread over `blocks` consecutive blocks of `warps` warps (role
+// = block of the token · warps + warp; roles past Wq idle): blocks of a few warps, so that more
+// tokens' warps are resident at once than with a token's whole block, and a short call's warps
+// spread over several multiprocessors.
 struct MlaFastShape {
   int32_t units;       // q units a lane: 1, 2 or 4
   int32_t total;       // Hq · R / 8
   int32_t unit_shift;  // log2(R / 8)
   int32_t q_warps;     // Wq = ceil(total / (32 · units))
+  int32_t warps;       // warps a block
+  uint32_t blocks;     // blocks a token
+  DivU32 blocks_div;   // division by blocks
 };
 
+#ifndef FN_MLA_FAST_WPB
+#define FN_MLA_FAST_WPB 3
+#endif
 // Whether the call takes mla_fast_kernel, and its shape (every view's alignment checked by the
 // caller, which passes the result as `aligned`).
 inline bool mla_fast_shape(const MlaCall& c, bool aligned, MlaFastShape* f) {
@@ -53,41 +66,29 @@ inline bool mla_fast_shape(const MlaCall& c, bool aligned, MlaFastShape* f) {
                       (c.w_type == DType::kF32 || c.w_type == c.in_type) &&
                       (c.cache_type == c.in_type || c.cache_type == DType::k_f8e4m3fn ||
                        c.cache_type == DType::k_f8e4m3fnuz);
-  if (!aligned || !dtypes || c.neox || c.rank % 128 != 0 || math::reduction_partials(c.rank) != 128 ||
-      c.rope < 8 || c.rope > 256 || c.rope % 8 != 0 || 32 % (c.rope / 8) != 0)
+  if (!aligned || !dtypes || c.neox || c.rank != 128 * kMlaFastSteps || c.rope < 8 || c.rope > 64 ||
+      c.rope % 8 != 0 || 32 % (c.rope / 8) != 0)
     return false;
   const int64_t total = c.heads * (c.rope / 8);
   const int64_t units = std::min<int64_t>(kMlaFastUnits, std::max<int64_t>(1, (total + 255) / 256));
   const int64_t per = units == 3 ? 4 : units;  // 1, 2 or 4
-  const int64_t warps = (total + 32 * per - 1) / (32 * per);
-  if (warps + 1 > kMlaFastMaxWarps) return false;
+  const int64_t q_warps = (total + 32 * per - 1) / (32 * per);
+  if (q_warps + 1 > kMlaFastMaxWarps) return false;
+  const int32_t roles = int32_t(q_warps) + 1;
+  // Blocks of FN_MLA_FAST_WPB warps (of fewer, the warp roles of a token need fewer).
+  const int32_t w = std::min<int32_t>(roles, FN_MLA_FAST_WPB);
   f->units = int32_t(per);
   f->total = int32_t(total);
   f->unit_shift = __builtin_ctz(uint32_t(c.rope / 8));
-  f->q_warps = int32_t(warps);
+  f->q_warps = int32_t(q_warps);
+  f->warps = w;
+  f->blocks = uint32_t((roles + w - 1) / w);
+  f->blocks_div = DivU32::of(f->blocks);
   return true;
 }
 
-// Warps 1 .. Wq: the q units of token t.
-template <DType kIn>
-__device__ __forceinline__ void mla_fast_q(const MlaCall& c, const MlaFastShape& f, int64_t t, int warp, int lane) {
-  using In = InTraits<kIn>;
-  const int32_t first = (warp - 1) * 32 * f.units + lane;
-  const int32_t u = first & ((1 << f.unit_shift) - 1);  // every unit of the lane (32 is a multiple of R / 8)
-  const char* qt = c.q + t * c.q_stride_t + 16 * u;
-  uint4 x[kMlaFastUnits];
-#pragma unroll
-  for (int k = 0; k < kMlaFastUnits; ++k) {
-    const int32_t unit = first + 32 * k;
-    if (k < f.units && unit < f.total)
-      x[k] = FN_LOAD_RO(reinterpret_cast<const uint4*>(qt + (unit >> f.unit_shift) * c.q_stride_h));
-  }
-  // The token's cos/sin values are read before its page id is checked (both reads in flight
-  // together); a rejected token writes nothing either way.
-  MlaSlot s;
-  if (mla_position(c, t, mla_guess(c, t), &s) != MlaLocate::kOk) return;
-  const char* cs = c.cos_sin + s.pos * c.cs_stride;
-  float tab[8];
+// The 8 cos/sin values at 8u of a table row (f32 or bf16).
+__device__ __forceinline__ void mla_fast_tab(const MlaCall& c, const char* cs, int32_t u, float tab[8]) {
   if (c.cs_type == DType::kF32) {
     const uint4 a = FN_LOAD_RO(reinterpret_cast<const uint4*>(cs) + 2 * u);
     const uint4 b = FN_LOAD_RO(reinterpret_cast<const uint4*>(cs) + 2 * u + 1);
@@ -100,12 +101,32 @@ __device__ __forceinline__ void mla_fast_q(const MlaCall& c, const MlaFastShape&
 #pragma unroll
     for (int k = 0; k < 8; ++k) tab[k] = InTraits<DType::kBF16>::get(w, k);
   }
-  if (mla_page(c, &s) != MlaLocate::kOk) return;
-  char* ot = c.q_out + t * c.qo_stride_t + 16 * u;
+}
+
+// Warps 1 .. Wq: the q units of token t. The token's cos/sin values and its page id are read
+// together, the units rotated and encoded while the page id is on its way, and stored once it
+// is checked (a rejected token writes nothing).
+template <DType kIn>
+__device__ __forceinline__ void mla_fast_q(const MlaCall& c, const MlaFastShape& f, int64_t t, int warp, int lane) {
+  using In = InTraits<kIn>;
+  const int32_t first = (warp - 1) * 32 * f.units + lane;
+  const int32_t u = first & ((1 << f.unit_shift) - 1);  // every unit of the lane (32 is a multiple of R / 8)
+  const char* qt = c.q + t * c.q_stride_t + 16 * u;
+  uint4 x[kMlaFastUnits];
 #pragma unroll
   for (int k = 0; k < kMlaFastUnits; ++k) {
     const int32_t unit = first + 32 * k;
-    if (k >= f.units || unit >= f.total) break;
+    x[k] = make_uint4(0, 0, 0, 0);
+    if (k < f.units && unit < f.total)
+      x[k] = FN_LOAD_RO(reinterpret_cast<const uint4*>(qt + (unit >> f.unit_shift) * c.q_stride_h));
+  }
+  MlaSlot s;
+  if (mla_position(c, t, mla_guess(c, t), &s) != MlaLocate::kOk) return;
+  float tab[8];
+  mla_fast_tab(c, c.cos_sin + s.pos * c.cs_stride, u, tab);
+  const MlaPageRead pr = mla_page_read(c, s);
+#pragma unroll
+  for (int k = 0; k < kMlaFastUnits; ++k) {
     const uint32_t w[4] = {x[k].x, x[k].y, x[k].z, x[k].w};
     float v[8];
 #pragma unroll
@@ -116,81 +137,88 @@ __device__ __forceinline__ void mla_fast_q(const MlaCall& c, const MlaFastShape&
     }
     uint32_t o[4];
     encode_words<kIn, 8>(v, o);
-    FN_STORE_GLOBAL(reinterpret_cast<uint4*>(ot + (unit >> f.unit_shift) * c.qo_stride_h), make_uint4(o[0], o[1], o[2], o[3]));
+    x[k] = make_uint4(o[0], o[1], o[2], o[3]);
+  }
+  if (mla_page_check(c, pr, &s) != MlaLocate::kOk) return;
+  char* ot = c.q_out + t * c.qo_stride_t + 16 * u;
+#pragma unroll
+  for (int k = 0; k < kMlaFastUnits; ++k) {
+    const int32_t unit = first + 32 * k;
+    if (k < f.units && unit < f.total)
+      FN_STORE_GLOBAL(reinterpret_cast<uint4*>(ot + (unit >> f.unit_shift) * c.qo_stride_h), x[k]);
   }
 }
 
-// Four latent values (already divided by k_scale) as cache codes at element i of the cache row.
+// Codes of four latent values (already divided by k_scale): two words (the input's dtype) or one
+// (FP8); and their store at element i of the cache row.
 template <DType kIn, DType kCache>
-__device__ __forceinline__ void mla_fast_store4(char* row, int32_t i, const float v[4]) {
-  if constexpr (kCache == kIn) {
-    uint32_t o[2];
-    encode_words<kIn, 4>(v, o);
-    FN_STORE_GLOBAL(reinterpret_cast<uint2*>(row + 2 * i), make_uint2(o[0], o[1]));
-  } else {
-    FN_STORE_GLOBAL(reinterpret_cast<uint32_t*>(row + i), encode4<kCache>(v));
+struct MlaFastCodes {
+  static constexpr int kWords = kCache == kIn ? 2 : 1;
+  static __device__ __forceinline__ void encode(const float v[4], uint32_t o[kWords]) {
+    if constexpr (kCache == kIn) encode_words<kIn, 4>(v, o);
+    else o[0] = encode4<kCache>(v);
   }
-}
-// A rotated pair (re at element i, im at i + 1).
-template <DType kIn, DType kCache>
-__device__ __forceinline__ void mla_fast_store2(char* row, int32_t i, const float v[2]) {
-  if constexpr (kCache == kIn) {
-    uint32_t o;
-    encode_words<kIn, 2>(v, &o);
-    FN_STORE_GLOBAL(reinterpret_cast<uint32_t*>(row + 2 * i), o);
-  } else {
-    FN_STORE_GLOBAL(reinterpret_cast<uint16_t*>(row + i), uint16_t(encode2<kCache>(v[0], v[1])));
+  static __device__ __forceinline__ void store(char* row, int32_t i, const uint32_t o[kWords]) {
+    if constexpr (kCache == kIn) FN_STORE_GLOBAL(reinterpret_cast<uint2*>(row + 2 * i), make_uint2(o[0], o[1]));
+    else FN_STORE_GLOBAL(reinterpret_cast<uint32_t*>(row + i), o[0]);
   }
-}
+  // A rotated pair: one word (re in the low half) or two codes.
+  static __device__ __forceinline__ uint32_t encode2(const float v[2]) {
+    if constexpr (kCache == kIn) {
+      uint32_t o;
+      encode_words<kIn, 2>(v, &o);
+      return o;
+    } else {
+      return gpu::encode2<kCache>(v[0], v[1]);
+    }
+  }
+  static __device__ __forceinline__ void store2(char* row, int32_t i, uint32_t o) {
+    if constexpr (kCache == kIn) FN_STORE_GLOBAL(reinterpret_cast<uint32_t*>(row + 2 * i), o);
+    else FN_STORE_GLOBAL(reinterpret_cast<uint16_t*>(row + i), uint16_t(o));
+  }
+};
 
-// Warp 0: token t's latent row into its cache slot.
+// Warp 0: token t's latent row into its cache slot. The row's loads and the token's first index
+// reads in flight together; then the position, the cos/sin values of the lane's pair and the page
+// id read together; the sum, inv and every code computed while they are on their way; the stores
+// once the page id is checked.
 template <DType kIn, DType kCache>
 __device__ __forceinline__ void mla_fast_kv(const MlaCall& c, int64_t t, int lane) {
   using In = InTraits<kIn>;
-  const int32_t L = int32_t(c.rank), S = L >> 7, pairs = int32_t(c.rope) / 2;
+  using Codes = MlaFastCodes<kIn, kCache>;
+  constexpr int S = kMlaFastSteps;
+  constexpr int32_t L = 128 * kMlaFastSteps;
+  const int32_t j = lane, pairs = int32_t(c.rope) / 2;  // the lane's rope pair: j < pairs
   const char* x = c.kv + t * c.kv_stride;
-  uint2 raw[kMlaFastSteps];
+  uint2 raw[S];
 #pragma unroll
-  for (int s = 0; s < kMlaFastSteps; ++s)
-    if (s < S) raw[s] = FN_LOAD_RO(reinterpret_cast<const uint2*>(x + 2 * (s * 128 + 4 * lane)));
-  uint32_t rp[kMlaFastPairs];
-#pragma unroll
-  for (int m = 0; m < kMlaFastPairs; ++m) {
-    const int32_t j = lane + 32 * m;
-    if (j < pairs) rp[m] = FN_LOAD_RO(reinterpret_cast<const uint32_t*>(x + 2 * (L + 2 * j)));
-  }
+  for (int s = 0; s < S; ++s) raw[s] = FN_LOAD_RO(reinterpret_cast<const uint2*>(x + 2 * (s * 128 + 4 * lane)));
+  uint32_t rp = 0;
+  if (j < pairs) rp = FN_LOAD_RO(reinterpret_cast<const uint32_t*>(x + 2 * (L + 2 * j)));
   const int wb = c.w_type == DType::kF32 ? 4 : 2;
   for (int32_t b = lane * 128; b < L * wb; b += 32 * 128) gpu_prefetch_l1(c.weight + b);
   const float ks = mla_k_scale(c);
-  // The position, then the cos/sin values of the lane's pairs and the page id, read together.
   MlaSlot slot;
-  bool ok = mla_position(c, t, mla_guess(c, t), &slot) == MlaLocate::kOk;
-  float cv[kMlaFastPairs], sv[kMlaFastPairs];
-  if (ok) {
+  const bool pos_ok = mla_position(c, t, mla_guess(c, t), &slot) == MlaLocate::kOk;
+  float cv = 0.0f, sv = 0.0f;
+  MlaPageRead pr;
+  if (pos_ok) {
     const char* cs = c.cos_sin + slot.pos * c.cs_stride;
-#pragma unroll
-    for (int m = 0; m < kMlaFastPairs; ++m) {
-      const int32_t j = lane + 32 * m;
-      if (j >= pairs) break;
+    if (j < pairs) {
       if (c.cs_type == DType::kF32) {
         const uint2 a = FN_LOAD_RO(reinterpret_cast<const uint2*>(cs + 8 * j));
-        cv[m] = math::float_of(a.x), sv[m] = math::float_of(a.y);
+        cv = math::float_of(a.x), sv = math::float_of(a.y);
       } else {
         const uint32_t a = FN_LOAD_RO(reinterpret_cast<const uint32_t*>(cs + 4 * j));
-        cv[m] = InTraits<DType::kBF16>::get(&a, 0), sv[m] = InTraits<DType::kBF16>::get(&a, 1);
+        cv = InTraits<DType::kBF16>::get(&a, 0), sv = InTraits<DType::kBF16>::get(&a, 1);
       }
     }
-  }
-  ok = ok && mla_page(c, &slot) == MlaLocate::kOk;
-  if (!ok) {
-    if (lane == 0 && c.invalid_tokens != nullptr) atomicAdd(c.invalid_tokens, 1);
-    return;
+    pr = mla_page_read(c, slot);
   }
   // The canonical sum: partial 4l + e over the steps in order, then the tree.
   float part[4];
 #pragma unroll
-  for (int s = 0; s < kMlaFastSteps; ++s) {
-    if (s >= S) break;
+  for (int s = 0; s < S; ++s) {
     const uint32_t w[2] = {raw[s].x, raw[s].y};
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
@@ -201,10 +229,9 @@ __device__ __forceinline__ void mla_fast_kv(const MlaCall& c, int64_t t, int lan
   float ss = math::add_rn(math::add_rn(part[0], part[1]), math::add_rn(part[2], part[3]));
   ss = warp_reduce<32>(ss, [](float a, float b) { return math::add_rn(a, b); });
   const float inv = math::inv_rms(ss, math::length_f32(c.rank), c.eps);
-  char* row = mla_cache_row(c, slot);
+  uint32_t codes[S][Codes::kWords];
 #pragma unroll
-  for (int s = 0; s < kMlaFastSteps; ++s) {
-    if (s >= S) break;
+  for (int s = 0; s < S; ++s) {
     const int32_t i = s * 128 + 4 * lane;
     float g[4];
     if (c.w_type == DType::kF32) {
@@ -223,31 +250,34 @@ __device__ __forceinline__ void mla_fast_kv(const MlaCall& c, int64_t t, int lan
       v[e] = math::norm_apply(In::get(w, e), inv, math::add_rn(g[e], c.weight_offset));
       if (ks != 1.0f) v[e] = math::div_rn(v[e], ks);
     }
-    mla_fast_store4<kIn, kCache>(row, i, v);
+    Codes::encode(v, codes[s]);
   }
+  const math::RopePair r = math::rope_rotate(In::get(&rp, 0), In::get(&rp, 1), cv, sv);
+  float rv[2] = {r.re, r.im};
+  if (ks != 1.0f) rv[0] = math::div_rn(rv[0], ks), rv[1] = math::div_rn(rv[1], ks);
+  const uint32_t rcode = Codes::encode2(rv);
+  if (!pos_ok || mla_page_check(c, pr, &slot) != MlaLocate::kOk) {
+    if (lane == 0 && c.invalid_tokens != nullptr) atomicAdd(c.invalid_tokens, 1);
+    return;
+  }
+  char* row = mla_cache_row(c, slot);
 #pragma unroll
-  for (int m = 0; m < kMlaFastPairs; ++m) {
-    const int32_t j = lane + 32 * m;
-    if (j >= pairs) break;
-    const math::RopePair r = math::rope_rotate(In::get(&rp[m], 0), In::get(&rp[m], 1), cv[m], sv[m]);
-    float v[2] = {r.re, r.im};
-    if (ks != 1.0f) v[0] = math::div_rn(v[0], ks), v[1] = math::div_rn(v[1], ks);
-    mla_fast_store2<kIn, kCache>(row, L + 2 * j, v);
-  }
+  for (int s = 0; s < S; ++s) Codes::store(row, s * 128 + 4 * lane, codes[s]);
+  if (j < pairs) Codes::store2(row, L + 2 * j, rcode);
 }
 
 #ifndef FN_MLA_FAST_REGS
-#define FN_MLA_FAST_REGS 64
+#define FN_MLA_FAST_REGS 56
 #endif
 template <DType kIn, DType kCache>
 __global__ void FN_KERNEL_BOUNDS(kMlaFastMaxWarps * 32, FN_MLA_FAST_REGS)
     mla_fast_kernel(FN_GRID_CONSTANT const MlaCall c, const MlaFastShape f) {
-  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
-  const int64_t t = int64_t(blockIdx.x);
+  const uint32_t token = f.blocks_div.div(blockIdx.x);
+  const int role = int(blockIdx.x - token * f.blocks) * f.warps + int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
   gpu_wait_for_previous_grid();
   gpu_allow_next_grid();
-  if (warp == 0) mla_fast_kv<kIn, kCache>(c, t, lane);
-  else mla_fast_q<kIn>(c, f, t, warp, lane);
+  if (role == 0) mla_fast_kv<kIn, kCache>(c, int64_t(token), lane);
+  else if (role <= f.q_warps) mla_fast_q<kIn>(c, f, int64_t(token), role, lane);
 }
 
 }  // namespace gpu

@@ -422,9 +422,9 @@ fusednorm_status mla_rope_rmsnorm_quant(const MlaCall* call, int32_t device, voi
       mla_access(c.cache, c.num_pages, c.cache_page_stride, cache_bytes, 4 * cache_bytes) == kVectors &&
       mla_access(c.cache, c.page_size, c.cache_slot_stride, cache_bytes, 4 * cache_bytes) == kVectors;
   MlaFastShape f;
-  if (c.tokens <= INT32_MAX && mla_fast_shape(c, aligned, &f)) {
-    const unsigned threads = unsigned(32 * (1 + f.q_warps));
-    const unsigned blocks = unsigned(c.tokens);
+  if (mla_fast_shape(c, aligned, &f) && c.tokens <= INT32_MAX / f.blocks) {
+    const unsigned threads = unsigned(32 * f.warps);
+    const unsigned blocks = unsigned(c.tokens * f.blocks);
     const bool bf16 = c.in_type == DType::kBF16;
     if (c.cache_type == DType::k_f8e4m3fn)
       e = bf16 ? launch_pdl(mla_fast_kernel<DType::kBF16, DType::k_f8e4m3fn>, dev, blocks, threads, 0, s, c, f)

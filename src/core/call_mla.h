@@ -140,21 +140,36 @@ FN_HD MlaLocate mla_position(const MlaCall& c, int64_t t, const MlaGuess& g, Mla
   return MlaLocate::kOk;
 }
 
-// The page and slot of a token that mla_position placed (out->seq, out->pos), the page id checked.
-FN_HD MlaLocate mla_page(const MlaCall& c, MlaSlot* out) {
-  const int64_t pos = out->pos;
-  const int64_t index = pos <= int64_t(UINT32_MAX) && c.page_size <= int64_t(UINT32_MAX)
-                            ? int64_t(uint32_t(pos) / uint32_t(c.page_size))
-                            : pos / c.page_size;
-  if (index >= c.max_pages) return MlaLocate::kBadPageIndex;
+// The page-table read of a token that mla_position placed: the entry's index and the page id as
+// read (entry_ok == 0: the index is past the table's row, nothing read). mla_page_check then checks
+// the page id; a kernel may issue the read, work, and check later.
+struct MlaPageRead {
+  int64_t index = 0, page = 0;
+  int32_t entry_ok = 0;
+};
+FN_HD MlaPageRead mla_page_read(const MlaCall& c, const MlaSlot& s) {
+  MlaPageRead r;
+  const int64_t pos = s.pos;
+  r.index = pos <= int64_t(UINT32_MAX) && c.page_size <= int64_t(UINT32_MAX)
+                ? int64_t(uint32_t(pos) / uint32_t(c.page_size))
+                : pos / c.page_size;
+  if (r.index >= c.max_pages) return r;
   IndexView row = c.page_table;
-  row.data += out->seq * c.page_table_row_stride;
-  const int64_t page = load_index(row, index);
-  if (page < 0 || page >= c.num_pages) return MlaLocate::kBadPage;
-  out->page = page;
-  out->slot = pos - index * c.page_size;
+  row.data += s.seq * c.page_table_row_stride;
+  r.page = load_index(row, r.index);
+  r.entry_ok = 1;
+  return r;
+}
+// The page and slot from a page-table read (out->page, out->slot), the page id checked.
+FN_HD MlaLocate mla_page_check(const MlaCall& c, const MlaPageRead& r, MlaSlot* out) {
+  if (!r.entry_ok) return MlaLocate::kBadPageIndex;
+  if (r.page < 0 || r.page >= c.num_pages) return MlaLocate::kBadPage;
+  out->page = r.page;
+  out->slot = out->pos - r.index * c.page_size;
   return MlaLocate::kOk;
 }
+// The page and slot of a token that mla_position placed, the page id checked.
+FN_HD MlaLocate mla_page(const MlaCall& c, MlaSlot* out) { return mla_page_check(c, mla_page_read(c, *out), out); }
 
 // Token t's sequence, position and slot (mla_position, then mla_page). On the GPU, where validation
 // cannot read the index values, this is the only check: a token that is not kOk is skipped.
