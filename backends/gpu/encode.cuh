@@ -18,8 +18,8 @@ namespace gpu {
 // Two f32 values rounded to a 16-bit input dtype (bf16 or f16) in one word, `lo` in the low half:
 // on sm_80+ one paired conversion (cvt.rn.bf16x2.f32 / cvt.rn.f16x2.f32: round to nearest even,
 // subnormals kept, overflow to Inf, like the shared encoders), elsewhere the shared encoders. The
-// hardware writes its own NaN (0x7FFF), not the operations' positive NaN: callers redo words with a
-// NaN input by InTraits::encode. verify_encoders (plugin.cuh) proves the two equal for every pair
+// hardware writes its own NaN (0x7FFF), not the operations' positive NaN: callers replace the half
+// of a NaN input (encode_words). verify_encoders (plugin.cuh) proves the two equal for every pair
 // of non-NaN inputs, each of the 2^32 f32 patterns in both halves.
 template <DType kIn>
 __device__ __forceinline__ uint32_t encode_pair_soft(float lo, float hi) {
@@ -38,15 +38,18 @@ __device__ __forceinline__ uint32_t round_pair(float lo, float hi) {
 }
 
 // kN f32 values as codes of kIn, the input dtypes (operations' outputs of the input's type): f32
-// one a word; f16/bf16 two a word (element 2i in the low half) by round_pair, and the whole vector
-// again by the shared encoders where a value is NaN (rare: the hardware's NaN is not the
-// operations' positive NaN).
+// one a word; f16/bf16 two a word (element 2i in the low half) by round_pair, and where a value is
+// NaN (rare: one test for the vector) its half replaced by the operations' positive NaN (the
+// hardware writes its own; the shared encoders give the same code for every other value, and this
+// one for every NaN). The fix is a select a half, not the shared encoders inlined: short calls run
+// each instruction of a kernel about once, and its code size is part of their time.
 template <DType kIn, int kN>
 __device__ __forceinline__ void encode_words(const float v[kN], uint32_t* w) {
   if constexpr (InTraits<kIn>::kBytes == 4) {
 #pragma unroll
     for (int j = 0; j < kN; ++j) w[j] = InTraits<kIn>::encode(v[j]);
   } else {
+    constexpr uint32_t kNan = kIn == DType::kBF16 ? 0x7FC0u : 0x7E00u;  // encode_bf16/f16<false>(NaN)
     bool nan = false;
 #pragma unroll
     for (int j = 0; j < kN; ++j) nan |= v[j] != v[j];
@@ -54,7 +57,10 @@ __device__ __forceinline__ void encode_words(const float v[kN], uint32_t* w) {
     for (int i = 0; i < kN / 2; ++i) w[i] = round_pair<kIn>(v[2 * i], v[2 * i + 1]);
     if (nan) {
 #pragma unroll
-      for (int i = 0; i < kN / 2; ++i) w[i] = encode_pair_soft<kIn>(v[2 * i], v[2 * i + 1]);
+      for (int i = 0; i < kN / 2; ++i) {
+        if (v[2 * i] != v[2 * i]) w[i] = (w[i] & 0xFFFF0000u) | kNan;
+        if (v[2 * i + 1] != v[2 * i + 1]) w[i] = (w[i] & 0xFFFFu) | (kNan << 16);
+      }
     }
   }
 }

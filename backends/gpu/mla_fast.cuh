@@ -195,8 +195,19 @@ __device__ __forceinline__ void mla_fast_kv(const MlaCall& c, int64_t t, int lan
   for (int s = 0; s < S; ++s) raw[s] = FN_LOAD_RO(reinterpret_cast<const uint2*>(x + 2 * (s * 128 + 4 * lane)));
   uint32_t rp = 0;
   if (j < pairs) rp = FN_LOAD_RO(reinterpret_cast<const uint32_t*>(x + 2 * (L + 2 * j)));
-  const int wb = c.w_type == DType::kF32 ? 4 : 2;
-  for (int32_t b = lane * 128; b < L * wb; b += 32 * 128) gpu_prefetch_l1(c.weight + b);
+  // The lane's weights with its row: a load after inv would be one more round trip.
+  const bool w32 = c.w_type == DType::kF32;
+  uint4 wr[S];
+#pragma unroll
+  for (int s = 0; s < S; ++s) {
+    const int32_t i = s * 128 + 4 * lane;
+    if (w32) {
+      wr[s] = FN_LOAD_RO(reinterpret_cast<const uint4*>(c.weight + 4 * i));
+    } else {
+      const uint2 a = FN_LOAD_RO(reinterpret_cast<const uint2*>(c.weight + 2 * i));
+      wr[s] = make_uint4(a.x, a.y, 0, 0);
+    }
+  }
   const float ks = mla_k_scale(c);
   MlaSlot slot;
   const bool pos_ok = mla_position(c, t, mla_guess(c, t), &slot) == MlaLocate::kOk;
@@ -228,18 +239,18 @@ __device__ __forceinline__ void mla_fast_kv(const MlaCall& c, int64_t t, int lan
   }
   float ss = math::add_rn(math::add_rn(part[0], part[1]), math::add_rn(part[2], part[3]));
   ss = warp_reduce<32>(ss, [](float a, float b) { return math::add_rn(a, b); });
-  const float inv = math::inv_rms(ss, math::length_f32(c.rank), c.eps);
+  // ss / 512 as ss · 2^-9: the same correctly rounded quotient (subnormal, Inf and NaN included).
+  static_assert(L == 512, "the divisor's reciprocal below");
+  const float inv = math::inv_rms_of_mean(math::mul_rn(ss, 1.0f / 512.0f), c.eps);
   uint32_t codes[S][Codes::kWords];
 #pragma unroll
   for (int s = 0; s < S; ++s) {
-    const int32_t i = s * 128 + 4 * lane;
     float g[4];
-    if (c.w_type == DType::kF32) {
-      const uint4 a = FN_LOAD_RO(reinterpret_cast<const uint4*>(c.weight + 4 * i));
-      g[0] = math::float_of(a.x), g[1] = math::float_of(a.y), g[2] = math::float_of(a.z), g[3] = math::float_of(a.w);
+    if (w32) {
+      g[0] = math::float_of(wr[s].x), g[1] = math::float_of(wr[s].y);
+      g[2] = math::float_of(wr[s].z), g[3] = math::float_of(wr[s].w);
     } else {
-      const uint2 a = FN_LOAD_RO(reinterpret_cast<const uint2*>(c.weight + 2 * i));
-      const uint32_t w[2] = {a.x, a.y};
+      const uint32_t w[2] = {wr[s].x, wr[s].y};
 #pragma unroll
       for (int e = 0; e < 4; ++e) g[e] = In::get(w, e);  // the weight's dtype is kIn here
     }
