@@ -34,12 +34,15 @@
 namespace fusednorm {
 namespace gpu {
 
-#ifndef FN_MLA_FAST_UNITS
-#define FN_MLA_FAST_UNITS 4
-#endif
-constexpr int kMlaFastUnits = FN_MLA_FAST_UNITS;  // q units (8 elements) a lane at most
-constexpr int kMlaFastSteps = 4;      // L / 128: L = 512
-constexpr int kMlaFastMaxWarps = 32;  // 1 + Wq
+// The tuning, measured on an H200 (Hq 128, bf16 cache; docs/performance.md): at most 4 q units a
+// lane (2: T 4096 44.0 against 39.6 us, T 1 2.65 against 2.76 us), blocks of 3 warps (a token's
+// 9 warps in one block: 43.0 us at T 4096; blocks of 1 warp: 47.0 us; of 2: as 3), 56 registers
+// (48: 39.7-40.2 us; 40 spills, 42.9 us; 64: 40.5 us).
+constexpr int kMlaFastUnits = 4;         // q units (8 elements) a lane at most
+constexpr int kMlaFastBlockWarps = 3;    // warps a block (fewer where a token has fewer roles)
+constexpr int kMlaFastRegisters = 56;    // a thread
+constexpr int kMlaFastSteps = 4;         // L / 128: L = 512
+constexpr int kMlaFastMaxWarps = 32;     // 1 + Wq
 
 // The fast kernel's shape (host-computed from Hq and R). A token has 1 + Wq warp roles (role 0 its
 // latent row, role w its q warp w), spread over `blocks` consecutive blocks of `warps` warps (role
@@ -56,9 +59,6 @@ struct MlaFastShape {
   DivU32 blocks_div;   // division by blocks
 };
 
-#ifndef FN_MLA_FAST_WPB
-#define FN_MLA_FAST_WPB 3
-#endif
 // Whether the call takes mla_fast_kernel, and its shape (every view's alignment checked by the
 // caller, which passes the result as `aligned`).
 inline bool mla_fast_shape(const MlaCall& c, bool aligned, MlaFastShape* f) {
@@ -75,8 +75,7 @@ inline bool mla_fast_shape(const MlaCall& c, bool aligned, MlaFastShape* f) {
   const int64_t q_warps = (total + 32 * per - 1) / (32 * per);
   if (q_warps + 1 > kMlaFastMaxWarps) return false;
   const int32_t roles = int32_t(q_warps) + 1;
-  // Blocks of FN_MLA_FAST_WPB warps (of fewer, the warp roles of a token need fewer).
-  const int32_t w = std::min<int32_t>(roles, FN_MLA_FAST_WPB);
+  const int32_t w = std::min<int32_t>(roles, kMlaFastBlockWarps);
   f->units = int32_t(per);
   f->total = int32_t(total);
   f->unit_shift = __builtin_ctz(uint32_t(c.rope / 8));
@@ -277,11 +276,8 @@ __device__ __forceinline__ void mla_fast_kv(const MlaCall& c, int64_t t, int lan
   if (j < pairs) Codes::store2(row, L + 2 * j, rcode);
 }
 
-#ifndef FN_MLA_FAST_REGS
-#define FN_MLA_FAST_REGS 56
-#endif
 template <DType kIn, DType kCache>
-__global__ void FN_KERNEL_BOUNDS(kMlaFastMaxWarps * 32, FN_MLA_FAST_REGS)
+__global__ void FN_KERNEL_BOUNDS(kMlaFastMaxWarps * 32, kMlaFastRegisters)
     mla_fast_kernel(FN_GRID_CONSTANT const MlaCall c, const MlaFastShape f) {
   const uint32_t token = f.blocks_div.div(blockIdx.x);
   const int role = int(blockIdx.x - token * f.blocks) * f.warps + int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;

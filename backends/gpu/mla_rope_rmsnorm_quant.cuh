@@ -1,6 +1,8 @@
 // Compiled twice: as CUDA and as HIP, in a generated unit of its own (FUSEDNORM_GPU_OPS).
-// mla_rope_rmsnorm_quant on the GPU: the kernel (one instantiation per input dtype) and its
-// launcher (declared in ops.h, in the table of plugin.cuh).
+// mla_rope_rmsnorm_quant on the GPU: the general kernel (one instantiation per input dtype) and
+// the launcher (declared in ops.h, in the table of plugin.cuh), which takes mla_fast.cuh's kernel
+// for the calls it serves (16-bit input, L = 512, aligned views: the DeepSeek shapes) and this one
+// for every other call.
 //
 // Grid: one dimension, Q = ceil(Hq * R / 8 / (kMlaThreads * U)) consecutive blocks a token (U = 1
 // or kMlaQUnits units of 8 q elements a thread, kMlaThreads apart); the token's first block also

@@ -1,11 +1,9 @@
 #!/usr/bin/env bash
 # Builds the CUDA binaries on a development machine (nvcc, no GPU needed) in build-gpu, the
 # configuration gpu.sh uses, and packs what the GPU steps run into ${1:-build-carry}: the library,
-# the CUDA plugin beside it, fusednorm-bench, the GPU tests, the NCCL example and the harness of
-# tests/bench/mla_variants.cu. On the GPU machine (the working tree with .deps/, and the pack
-# carried along):
+# the CUDA plugin beside it, fusednorm-bench, the GPU tests and the NCCL example. On the GPU
+# machine (the working tree with .deps/, and the pack carried along):
 #   FUSEDNORM_GPU_BIN=build-carry bash tests/scripts/gpu.sh test bench
-#   build-carry/mla_variants
 # runs without building there, which spares the 4-5 minutes of a full build on the lent GPU
 # machine. The pack names its commit in PACKED; build-carry/ is ignored by git (build*/).
 set -euo pipefail
@@ -21,8 +19,6 @@ mkdir -p "$dest/tests" "$dest/examples"
 cp -P build-gpu/libfusednorm.so* build-gpu/libfusednorm_cuda.so build-gpu/fusednorm-bench "$dest/"
 for t in "${gpu_tests[@]}" test_gpu_concurrency; do cp "build-gpu/tests/$t" "$dest/tests/"; done
 if [ -x build-gpu/examples/fusednorm-qk-tp-nccl ]; then cp build-gpu/examples/fusednorm-qk-tp-nccl "$dest/examples/"; fi
-# The mla kernel variant's harness (tests/bench/mla_variants.cu): run as $dest/mla_variants.
-nvcc -std=c++17 -O3 -arch=sm_90a -fmad=false -Iinclude -Isrc -I. -o "$dest/mla_variants" tests/bench/mla_variants.cu
 changes=$(git status --porcelain --untracked-files=no | wc -l)
 echo "commit $(git rev-parse --short HEAD)$([ "$changes" -eq 0 ] || echo " with $changes changed files"), packed $(date -u +%FT%TZ)" \
   >"$dest/PACKED"
