@@ -15,8 +15,9 @@
 // a table in shared memory that each thread fills for its own elements at its block's first row,
 // and takes the blocks' |y| maxima with the NaN-propagating float max (CUDA). Both compute the
 // same bytes (the same formulas in the same order); the host picks by the views alone. Short
-// calls the fast kernel would take go to rmsnorm_fp4_small_kernel (a block a step of each row)
-// or, with a residual or swizzled scales, rmsnorm_fp4_row_kernel (a block a row; both in
+// calls the fast kernel would take go to rmsnorm_fp4_small_kernel (a block a step of each row,
+// and a swizzled layout's padding in blocks of its own) or, with a residual,
+// rmsnorm_fp4_row_kernel (a block a row; both in
 // rmsnorm_fp4_short.cuh); the encoding pieces all of them use are in fp4_encode.cuh.
 #pragma once
 
@@ -387,20 +388,24 @@ fusednorm_status plugin_rmsnorm_fp4(const RmsnormFp4Call* call, int32_t device, 
   const size_t table = norm ? size_t(shape.rows_per_block) * shape.threads_per_row * shape.steps * kFp4Vec * sizeof(float) : 0;
   const bool fast = c.lead.ndim <= 1 && c.h % shape.partials == 0 && shape.partials >= 32 && acc.in == kVectors &&
                     acc.out == kVectors && acc.w == kVectors && table + 1024 <= g_devices[size_t(device)].max_smem_per_block;
-  // Short calls: the small kernel (a block a step of each row), or with a residual or swizzled
-  // scales the row kernel (a block a row), from the views, H and the row count; the bytes are the
-  // fast kernel's.
+  // Short calls: the small kernel (a block a step of each row, and the padding's blocks), or with
+  // a residual the row kernel (a block a row), from the views, H and the row count; the bytes are
+  // the fast kernel's.
   const int sms = g_devices[size_t(device)].multiprocessors;
-  const int64_t small_blocks = c.lead.rows * shape.steps;
+  const int small_threads = std::max(shape.threads_per_row, kGpuWarp);
+  // A swizzled layout's padding: a block for every 4 chunks of 16 bytes a thread, at most 8.
+  const int64_t pad_chunks = c.swizzled ? c.swizzle_rows / 4 * c.swizzle_tiles : 0;
+  const int64_t pad_blocks = std::min<int64_t>(8, (pad_chunks + 4 * small_threads - 1) / (4 * small_threads));
+  const int64_t small_blocks = c.lead.rows * shape.steps + pad_blocks;
   const int per_row = shape.steps * shape.threads_per_row;
-  const bool row_kernel = c.res.data != nullptr || c.swizzled != 0;
+  const bool row_kernel = c.res.data != nullptr;
   if (fast && (row_kernel ? per_row <= kMaxBlockThreads && per_row % kGpuWarp == 0 && all_rows <= sms
                    : shape.threads_per_row <= kFp4SmallThreads && small_blocks <= sms)) {
     const Fp4SmallKernel fs = c.in_type == DType::kF32   ? fp4_small_for<DType::kF32>(nv, row_kernel)
                               : c.in_type == DType::kF16 ? fp4_small_for<DType::kF16>(nv, row_kernel)
                                                          : fp4_small_for<DType::kBF16>(nv, row_kernel);
     const int64_t grid = row_kernel ? all_rows : small_blocks;
-    const int threads = row_kernel ? per_row : std::max(shape.threads_per_row, kGpuWarp);
+    const int threads = row_kernel ? per_row : small_threads;
     gpuError_t e = launch_pdl(fs, g_devices[size_t(device)], unsigned(grid), unsigned(threads), 0,
                               static_cast<gpuStream_t>(stream), c, shape);
     if (e == gpuSuccess) e = gpuGetLastError();

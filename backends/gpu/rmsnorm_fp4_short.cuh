@@ -1,5 +1,6 @@
 // Compiled twice: as CUDA and as HIP (through rmsnorm_fp4.cuh). rmsnorm_fp4's kernels for short
-// calls (decode): S blocks a row, one a step; with a residual or swizzled scales, one block a row.
+// calls (decode): S blocks a row, one a step (and blocks for a swizzled layout's padding); with a
+// residual, one block a row.
 // The same formulas in the same order as the fast kernel (rmsnorm_fp4.cuh), so the same bytes; the
 // host there picks one.
 #pragma once
@@ -35,18 +36,44 @@ __device__ __forceinline__ void fp4_short_encode(const RmsnormFp4Call& c, const 
   FN_STORE_GLOBAL(reinterpret_cast<uint32_t*>(row_at<true>(c.lead, c.out, row) + e / 2), w);
 }
 
-// Short calls with row-major scales and no residual (decode): a block a step of each row, S
-// blocks a row, T threads a block. Thread t of block s loads the S vectors of its column t
+// A swizzled layout's padding, for short calls: by blocks of their own (block `first` of `count`),
+// in the scale tensor's 16-byte chunks q (bytes 16q .. 16q + 15: rows R·128 + g·32 + r0 for g < 4,
+// the 4 block columns of tile kt, where q = (R·tiles + kt)·32 + r0; math::fp4_swizzled_offset).
+// A chunk of padding rows only is one 16-byte store of zeros (where the tensor is 16-byte aligned);
+// in the others, each padding row's 4 bytes and a real row's block columns past H / block are
+// zeroed byte by byte. A real row's scales are its own blocks' bytes: no byte is written twice.
+template <int kBlock>
+__device__ __forceinline__ void fp4_swizzle_padding(const RmsnormFp4Call& c, uint32_t first, uint32_t count) {
+  char* base = c.scales.data;
+  const int64_t rows = c.lead.rows, blocks = c.h / kBlock;
+  const uint32_t tiles = uint32_t(c.swizzle_tiles), chunks = uint32_t(c.swizzle_rows / 4) * tiles;
+  const bool vec = (reinterpret_cast<uintptr_t>(base) & 15u) == 0;
+  for (uint32_t q = first * blockDim.x + threadIdx.x; q < chunks; q += count * blockDim.x) {
+    const uint32_t rt = q / 32, r0 = q % 32, big = rt / tiles, kt = rt - big * tiles;
+    const int64_t m0 = int64_t(big) * 128 + r0;
+    char* p = base + int64_t(q) * 16;
+    if (m0 >= rows && vec) {
+      FN_STORE_GLOBAL(reinterpret_cast<uint4*>(p), make_uint4(0, 0, 0, 0));
+      continue;
+    }
+    for (int g = 0; g < 4; ++g)
+      for (int kk = 0; kk < 4; ++kk)
+        if (m0 + 32 * g >= rows || int64_t(kt) * 4 + kk >= blocks) p[4 * g + kk] = 0;
+  }
+}
+
+// Short calls without a residual (decode): a block a step of each row, S
+// blocks a row, T threads a block, and with swizzled scales `pad` blocks after them that write the
+// layout's padding (fp4_swizzle_padding). Thread t of block s loads the S vectors of its column t
 // (elements u P + 8t + j, u < S) and adds their squares in step order in registers
 // (thread_sum_squares: the fast kernel's thread t's order), and the same tree follows over the
 // block's T threads (row_reduce_finish): every block of a row holds the same inv. Block s then
 // computes the y, block maxima, block scales and codes of step s's vectors only (the fast
 // kernel's formulas, so its bytes). A row's encoding, the most instructions of the call, is
 // spread over S multiprocessors where one did it all. Not for a residual (one block's sums would
-// overwrite the residual another still reads) nor for the swizzled layout (its scale bytes of a
-// row are 16 apart, so a row's blocks write 32-byte sectors byte by byte beside the padding rows'
-// zeros: measured slower there): rmsnorm_fp4_row_kernel serves those. The host takes it for the
-// calls the fast kernel would take whose rows' blocks are at most a block a multiprocessor.
+// overwrite the residual another still reads): rmsnorm_fp4_row_kernel serves those. The host
+// takes it for the calls the fast kernel would take whose blocks (the padding's too) are at most a
+// block a multiprocessor.
 template <DType kIn, int kBlock>
 __global__ void __launch_bounds__(kFp4SmallThreads)
     rmsnorm_fp4_small_kernel(FN_GRID_CONSTANT const RmsnormFp4Call c, const RowShape shape) {
@@ -55,6 +82,12 @@ __global__ void __launch_bounds__(kFp4SmallThreads)
   constexpr int kW = InVec::kWords;
   __shared__ __align__(16) float red[kFp4SmallThreads / kGpuWarp];
   const int T = shape.threads_per_row, P = shape.partials, S = shape.steps;
+  const uint32_t real = uint32_t(c.lead.rows) * uint32_t(S);  // the rows' blocks; then the padding's
+  if (blockIdx.x >= real) {
+    gpu_wait_for_previous_grid();
+    fp4_swizzle_padding<kBlock>(c, blockIdx.x - real, gridDim.x - real);
+    return;
+  }
   const int64_t row = blockIdx.x / unsigned(S);
   const int st = int(blockIdx.x - row * S), t = int(threadIdx.x);
   const bool live = t < T;  // a block of less than a warp's T threads is a warp: the rest idle
@@ -88,15 +121,14 @@ __global__ void __launch_bounds__(kFp4SmallThreads)
   fp4_short_encode<kBlock>(c, y, gs, t, row, e, live);
 }
 
-// Short calls with a residual or swizzled scales (decode): one block a row (a swizzled layout's
-// padding rows too), the row's S steps on S x T threads of their own, one vector a thread, where
+// Short calls with a residual (decode): one block a row (a swizzled layout's padding rows too), the row's S steps on S x T threads of their own, one vector a thread, where
 // the fast kernel's thread does its S vectors one after another. The squares meet in shared
 // memory; the step-0 threads add them in step order, as the fast kernel's thread does in registers
 // (the canonical order), and the same tree follows (row_reduce_finish). Every thread then computes
 // its vector's y and, with the block's B/8 adjacent threads, its codes (fp4_short_encode): the fast
 // kernel's formulas, so its bytes. The host takes it for the calls the fast kernel would take with
 // at most a block a multiprocessor and S x T a multiple of the warp of at most 1024 threads, where
-// rmsnorm_fp4_small_kernel does not serve (a residual, swizzled scales).
+// rmsnorm_fp4_small_kernel does not serve (a residual).
 template <DType kIn, int kBlock>
 __global__ void __launch_bounds__(kMaxBlockThreads)
     rmsnorm_fp4_row_kernel(FN_GRID_CONSTANT const RmsnormFp4Call c, const RowShape shape) {
