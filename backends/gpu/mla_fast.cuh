@@ -8,12 +8,14 @@
 //   lane at most; R / 8 divides 32) and Hq · R / 8 q units that fit the block.
 // The host picks it from those facts alone (never from the token count: batch invariance).
 //
-// A block is a token: warp 0 writes its latent row, warps 1 .. Wq rotate its q units (kUnits at
-// most a lane, 32 lanes apart; lane l's units share one unit index u = l mod R/8 and so one run of
-// 8 cos/sin values). The warps share nothing and meet at no barrier: each locates the token itself
-// (mla_locate, every lane the same uniform reads), so no warp waits for another's index chain, and
-// a warp's q loads (or latent loads) are in flight while its locate reads are. A token rejected by
-// mla_locate is skipped whole by every warp (no q, no cache row), and counted once (warp 0).
+// A token has 1 + Wq warp roles: role 0 writes its latent row, roles 1 .. Wq rotate its q units
+// (kMlaFastUnits at most a lane, 32 lanes apart; lane l's units share one unit index u = l mod R/8
+// and so one run of 8 cos/sin values); the roles are spread over blocks of a few warps
+// (MlaFastShape). The warps share nothing and meet at no barrier: each locates the token itself
+// (mla_position, mla_page_read / mla_page_check; every lane the same uniform reads), so no warp
+// waits for another's index chain, and a warp's q loads (or latent loads) are in flight while its
+// locate reads are. A token those reject is skipped whole by every warp (no q, no cache row), and
+// counted once (role 0).
 //
 // The latent row's canonical sum (docs/numerics.md §2) in one warp: lane l owns partials 4l .. 4l+3
 // (elements s·128 + 4l + e of the steps s < 4), each summed over the steps in order; the

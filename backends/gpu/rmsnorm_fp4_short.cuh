@@ -62,9 +62,9 @@ __device__ __forceinline__ void fp4_swizzle_padding(const RmsnormFp4Call& c, uin
   }
 }
 
-// Short calls without a residual (decode): a block a step of each row, S
-// blocks a row, T threads a block, and with swizzled scales `pad` blocks after them that write the
-// layout's padding (fp4_swizzle_padding). Thread t of block s loads the S vectors of its column t
+// Short calls without a residual (decode): a block a step of each row, S blocks a row, T threads
+// a block, and with swizzled scales up to 8 blocks after them that write the layout's padding
+// (fp4_swizzle_padding). Thread t of block s loads the S vectors of its column t
 // (elements u P + 8t + j, u < S) and adds their squares in step order in registers
 // (thread_sum_squares: the fast kernel's thread t's order), and the same tree follows over the
 // block's T threads (row_reduce_finish): every block of a row holds the same inv. Block s then
@@ -121,8 +121,9 @@ __global__ void __launch_bounds__(kFp4SmallThreads)
   fp4_short_encode<kBlock>(c, y, gs, t, row, e, live);
 }
 
-// Short calls with a residual (decode): one block a row (a swizzled layout's padding rows too), the row's S steps on S x T threads of their own, one vector a thread, where
-// the fast kernel's thread does its S vectors one after another. The squares meet in shared
+// Short calls with a residual (decode): one block a row (a swizzled layout's padding rows too),
+// the row's S steps on S x T threads of their own, one vector a thread, where the fast kernel's
+// thread does its S vectors one after another. The squares meet in shared
 // memory; the step-0 threads add them in step order, as the fast kernel's thread does in registers
 // (the canonical order), and the same tree follows (row_reduce_finish). Every thread then computes
 // its vector's y and, with the block's B/8 adjacent threads, its codes (fp4_short_encode): the fast
