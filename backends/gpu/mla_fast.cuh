@@ -28,6 +28,7 @@
 #include "backends/gpu/encode.cuh"
 #include "backends/gpu/gpu_runtime.h"
 #include "backends/gpu/io.cuh"
+#include "backends/gpu/mla_table.cuh"
 #include "backends/gpu/plan.h"
 #include "backends/gpu/reduce.cuh"
 #include "core/call_mla.h"
@@ -88,22 +89,6 @@ inline bool mla_fast_shape(const MlaCall& c, bool aligned, MlaFastShape* f) {
   return true;
 }
 
-// The 8 cos/sin values at 8u of a table row (f32 or bf16).
-__device__ __forceinline__ void mla_fast_tab(const MlaCall& c, const char* cs, int32_t u, float tab[8]) {
-  if (c.cs_type == DType::kF32) {
-    const uint4 a = FN_LOAD_RO(reinterpret_cast<const uint4*>(cs) + 2 * u);
-    const uint4 b = FN_LOAD_RO(reinterpret_cast<const uint4*>(cs) + 2 * u + 1);
-    const uint32_t w[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-#pragma unroll
-    for (int k = 0; k < 8; ++k) tab[k] = math::float_of(w[k]);
-  } else {
-    const uint4 a = FN_LOAD_RO(reinterpret_cast<const uint4*>(cs) + u);
-    const uint32_t w[4] = {a.x, a.y, a.z, a.w};
-#pragma unroll
-    for (int k = 0; k < 8; ++k) tab[k] = InTraits<DType::kBF16>::get(w, k);
-  }
-}
-
 // Warps 1 .. Wq: the q units of token t. The token's cos/sin values and its page id are read
 // together, the units rotated and encoded while the page id is on its way, and stored once it
 // is checked (a rejected token writes nothing).
@@ -124,7 +109,7 @@ __device__ __forceinline__ void mla_fast_q(const MlaCall& c, const MlaFastShape&
   MlaSlot s;
   if (mla_position(c, t, mla_guess(c, t), &s) != MlaLocate::kOk) return;
   float tab[8];
-  mla_fast_tab(c, c.cos_sin + s.pos * c.cs_stride, u, tab);
+  mla_load_tab<true>(c, kVectors, c.cos_sin + s.pos * c.cs_stride, u, tab);
   const MlaPageRead pr = mla_page_read(c, s);
 #pragma unroll
   for (int k = 0; k < kMlaFastUnits; ++k) {
@@ -260,13 +245,13 @@ __device__ __forceinline__ void mla_fast_kv(const MlaCall& c, int64_t t, int lan
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       v[e] = math::norm_apply(In::get(w, e), inv, math::add_rn(g[e], c.weight_offset));
-      if (ks != 1.0f) v[e] = math::div_rn(v[e], ks);
     }
+    mla_scale_n<4>(v, ks);
     Codes::encode(v, codes[s]);
   }
   const math::RopePair r = math::rope_rotate(In::get(&rp, 0), In::get(&rp, 1), cv, sv);
   float rv[2] = {r.re, r.im};
-  if (ks != 1.0f) rv[0] = math::div_rn(rv[0], ks), rv[1] = math::div_rn(rv[1], ks);
+  mla_scale_n<2>(rv, ks);
   const uint32_t rcode = Codes::encode2(rv);
   if (!pos_ok || mla_page_check(c, pr, &slot) != MlaLocate::kOk) {
     if (lane == 0 && c.invalid_tokens != nullptr) atomicAdd(c.invalid_tokens, 1);

@@ -34,6 +34,7 @@
 #include "backends/gpu/io.cuh"
 #include "backends/gpu/launch.cuh"
 #include "backends/gpu/mla_fast.cuh"
+#include "backends/gpu/mla_table.cuh"
 #include "backends/gpu/ops.h"
 #include "backends/gpu/plan.h"
 #include "backends/gpu/reduce.cuh"
@@ -154,39 +155,6 @@ struct QUnit {
     store_vec<kB, 4>(o, r / 2 + 4 * u, r, a.q_out, out + kHalf);
   }
 };
-
-// The cos/sin table's dtypes: 8 consecutive values as f32.
-struct CsF32 {
-  static __device__ __forceinline__ void load8(const char* row, int32_t e, int32_t h, int32_t access, float v[8]) {
-    uint32_t w[8];
-    load_vec<4, 8>(row, e, h, access, w);
-#pragma unroll
-    for (int k = 0; k < 8; ++k) v[k] = math::float_of(w[k]);
-  }
-};
-struct CsBF16 {
-  static __device__ __forceinline__ void load8(const char* row, int32_t e, int32_t h, int32_t access, float v[8]) {
-    uint32_t w[4];
-    load_vec<2, 8>(row, e, h, access, w);
-#pragma unroll
-    for (int k = 0; k < 8; ++k) v[k] = InTraits<DType::kBF16>::get(w, k);
-  }
-};
-// The 8 cos/sin values of q unit u from the token's table row cs.
-__device__ __forceinline__ void mla_load_tab(const MlaCall& c, const MlaAccess& a, const char* cs, int32_t u,
-                                             float tab[8]) {
-  if (c.cs_type == DType::kF32) CsF32::load8(cs, 8 * u, int32_t(c.rope), a.cs, tab);
-  else CsBF16::load8(cs, 8 * u, int32_t(c.rope), a.cs, tab);
-}
-
-// v[k] / k_scale; v itself without a scale (v / 1 is v, and the encoders write one NaN for every
-// NaN).
-template <int kN>
-__device__ __forceinline__ void mla_scale_n(float v[kN], float ks) {
-  if (ks == 1.0f) return;
-#pragma unroll
-  for (int k = 0; k < kN; ++k) v[k] = math::div_rn(v[k], ks);
-}
 
 // A token's latent row, by a whole block (the token's first q block): the canonical sum of
 // squares (thread i owns partials [i*pv, i*pv + pv), pv = max(1, P / kMlaThreads); each summed
@@ -337,7 +305,7 @@ __global__ void FN_KERNEL_BOUNDS(kMlaThreads, kIn == DType::kF32 ? 72 : 48)
   const char* cs = c.cos_sin + where[0] * c.cs_stride;
   if (first < total) {
     float tab[8];
-    if (a.same_unit) mla_load_tab(c, a, cs, first - int32_t(a.units_div.div(uint32_t(first))) * units, tab);
+    if (a.same_unit) mla_load_tab(c, a.cs, cs, first - int32_t(a.units_div.div(uint32_t(first))) * units, tab);
     // One copy of the unit's code, run kUnits times (q[0] is the next unit: the others move down
     // after each): a short call executes each instruction of this kernel about once, so code
     // size, not arithmetic, sets its time (docs/performance.md).
@@ -346,7 +314,7 @@ __global__ void FN_KERNEL_BOUNDS(kMlaThreads, kIn == DType::kF32 ? 72 : 48)
       const int32_t unit = first + k * kMlaThreads;
       if (unit >= total) break;
       const int32_t h = int32_t(a.units_div.div(uint32_t(unit))), u = unit - h * units;
-      if (!a.same_unit) mla_load_tab(c, a, cs, u, tab);
+      if (!a.same_unit) mla_load_tab(c, a.cs, cs, u, tab);
       q[0].finish(c, a, c.q_out + t * c.qo_stride_t + h * c.qo_stride_h, tab, u);
 #pragma unroll
       for (int m = 0; m + 1 < kUnits; ++m) q[m] = q[m + 1];
