@@ -19,10 +19,15 @@ namespace gpu {
 using KernelFn = void (*)(const RmsnormQuantCall, const RowShape, const Accesses, const int32_t);
 
 // The fast kernels of one plan, by the row's exact step count (fast_steps(shape) must hold; the
-// shape's vectors are fast_vec's).
+// shape's vectors are fast_vec's, or decode_vec's for short calls).
 template <DType kIn, DType kOut, Plan kPlan>
 KernelFn rmsnorm_quant_kernel_fast(const RowShape& shape) {
   constexpr int kWarp = kGpuWarp;
+  if constexpr (!kGpuIsHip && kIn != DType::kF32 && (kPlan == Plan::kRow || kPlan == Plan::kGroup))
+    if (shape.vec != fast_vec(kIn, shape.steps))  // decode_vec's
+      return shape.vec == 4 && shape.steps == kDecodeVec4Steps
+                 ? &rmsnorm_quant_kernel<kIn, kOut, kWarp, 4, kDecodeVec4Steps, kPlan>
+                 : nullptr;
   switch (shape.steps) {
     case 4: return &rmsnorm_quant_kernel<kIn, kOut, kWarp, fast_vec(kIn, 4), 4, kPlan>;
     case 5: return &rmsnorm_quant_kernel<kIn, kOut, kWarp, fast_vec(kIn, 5), 5, kPlan>;

@@ -91,6 +91,18 @@ inline bool fast_steps(const RowShape& s) { return s.steps >= 4 && s.steps <= 8;
 // tests/scripts/gpu_variants.sh measured 56 and 64 elements a thread slower (H 7168, 16384).
 constexpr int fast_vec(DType in, int steps) { return steps <= 4 || (in != DType::kF32 && steps <= 6) ? 8 : 4; }
 
+// Short calls (every row its own block: decode) of 16-bit rows of 5 steps (H 5120, 2560, 10240)
+// with dynamic scales take 4-element vectors instead of fast_vec's 8: twice the threads a row (T
+// 256 at H 5120), 20 elements a thread, whose y stay in registers (fast_vec's 40 compute y again
+// where used). A decode row is one block of a few warps, each issuing its instructions one after
+// another (Nsight Compute, 1 x 5120 per-row with 8-element vectors: 4 warps of about 1100
+// instructions, 4.7 cycles an issued instruction). H200, 1 token at H 5120: per-row 2.35 -> 1.87
+// us, group-128 2.63 -> 2.20, residual 3.03 -> 2.38 (docs/performance.md). Measured and not taken
+// for 4 steps: H 2048 faster (per-row 1.67 -> 1.61 us), H 4096 and 8192 slower (8192: 2.00 ->
+// 2.22 us; 512 threads a row). The same bytes (the canonical order does not depend on the vector
+// length). CUDA only (the HIP build has no latency-tuned decode copy to run them).
+constexpr int kDecodeVec4Steps = 5;
+inline int decode_vec(DType in, int steps) { return in != DType::kF32 && steps == kDecodeVec4Steps ? 4 : fast_vec(in, steps); }
 // The row shape of the fast kernels for H and the input dtype (fast_vec's vectors where
 // fast_steps holds), or the general one; the caller falls back to row_shape(h) when fast_plan
 // finds no fast kernel.

@@ -107,6 +107,15 @@ fusednorm_status plugin_rmsnorm_quant(const RmsnormQuantCall* call, int32_t devi
   if (plan == Plan::kAll) {
     shape = row_shape(c.h);
     acc = accesses(shape);
+  } else if (!kGpuIsHip && (plan == Plan::kRow || plan == Plan::kGroup) && c.lead.rows <= g_devices[device].multiprocessors &&
+             decode_vec(c.in_type, shape.steps) != shape.vec) {
+    // A short call: decode_vec's vectors, where the plan stays the same with them.
+    const RowShape d = row_shape(c.h, decode_vec(c.in_type, shape.steps));
+    const Accesses da = accesses(d);
+    if (da.in == kVectors && da.out == kVectors && da.w == kVectors && fast_plan(c, d, kGpuWarp) == plan) {
+      shape = d;
+      acc = da;
+    }
   }
   KernelFn fn = nullptr;
   switch (c.in_type) {
