@@ -19,15 +19,22 @@ parts=("$@")
 [ ${#parts[@]} -eq 0 ] && parts=(asan fuzz tsan)
 want() { for p in "${parts[@]}"; do [ "$p" = "$1" ] && return 0; done; return 1; }
 # CPU only: the GPU plugins are compiled (and sanitized on a GPU) by tests/scripts/gpu.sh.
-common=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=$cxx -DFUSEDNORM_CUDA=OFF
-        -DFUSEDNORM_HIP=OFF -DFUSEDNORM_BUILD_BENCH=OFF)
+# RelWithDebInfo's -O2 without its -g: the root CMakeLists.txt gives sanitizer builds line tables.
+common=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -DNDEBUG"
+        -DFUSEDNORM_CUDA=OFF -DFUSEDNORM_HIP=OFF -DFUSEDNORM_BUILD_BENCH=OFF)
+build_asan() {
+  cmake -S . -B build-asan "${common[@]}" -DCMAKE_CXX_COMPILER=$cxx -DFUSEDNORM_SANITIZE=address,undefined \
+    -DFUSEDNORM_FUZZ=ON >/dev/null && cmake --build build-asan  # &&: step's `||` turns off set -e
+}
+build_tsan() {
+  cmake -S . -B build-tsan "${common[@]}" -DCMAKE_CXX_COMPILER=g++ -DFUSEDNORM_SANITIZE=thread >/dev/null &&
+    cmake --build build-tsan --target test_concurrency
+}
 export ASAN_OPTIONS=abort_on_error=1:detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
 if want asan || want fuzz || want build; then
-  step "asan+ubsan: configure and build (clang-15)" bash -c "
-    cmake -S . -B build-asan ${common[*]} -DFUSEDNORM_SANITIZE=address,undefined -DFUSEDNORM_FUZZ=ON >/dev/null &&
-    cmake --build build-asan"
+  step "asan+ubsan: configure and build (clang-15)" build_asan
 fi
 if want asan; then
   step "asan+ubsan: ctest -L 'unit|plugin' (-j2)" \
@@ -41,10 +48,7 @@ if want tsan; then
   # not instrumented: under TSan the test caps oneTBB at one thread, so each calling thread runs its
   # own tasks and every race between the callers is visible with no suppression
   # (tests/api/concurrency_test.cc; tests/sanitizers/tsan.supp is for runs with TBB workers).
-  step "tsan: configure and build (g++)" bash -c "
-    cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=g++ -DFUSEDNORM_CUDA=OFF -DFUSEDNORM_HIP=OFF \
-      -DFUSEDNORM_BUILD_BENCH=OFF -DFUSEDNORM_SANITIZE=thread >/dev/null &&
-    cmake --build build-tsan --target test_concurrency"
+  step "tsan: configure and build (g++)" build_tsan
   step "tsan: test_concurrency (12 threads x every operation)" \
     env TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1" ./build-tsan/tests/test_concurrency
 fi
