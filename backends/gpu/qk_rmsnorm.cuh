@@ -110,17 +110,6 @@ __device__ __forceinline__ void qk_load_weights(const QkSide& s, const QkShape& 
   else load_vec<2, kQkVec>(s.weight, e0, G, sh.access_w, ww);
 }
 
-// Warms in L2 the 128-byte lines of a thread's input vector at element e of x (and of the weights
-// w, unless null) that its vector starts (gpu_warm_line: hints, no value read, so they may be
-// issued before gpu_wait_for_previous_grid). At 16 rows of 4096 + 512 bf16 on an H200: fused
-// 2.14 -> 1.83 us, stats 1.38 -> 1.17, apply 1.61 -> 1.42 (docs/performance.md).
-template <int kInBytes>
-__device__ __forceinline__ void qk_warm_lines(bool active, const char* x, int32_t e, const char* w, DType w_type) {
-  if (!active) return;
-  gpu_warm_line(x, int64_t(e) * kInBytes);
-  if (w != nullptr) gpu_warm_line(w, int64_t(e) * (w_type == DType::kF32 ? 4 : 2));
-}
-
 // g = w + offset of one vector from its weight words: one branch on the weight dtype for the
 // vector (weight_elem's branch a element cost about five instructions each).
 template <DType kW>
@@ -320,7 +309,7 @@ __global__ void __launch_bounds__(kQkBlock)
   const uint32_t row = m.row_of[j].div(u);
   const int32_t e = int32_t(u - row * m.per_row[j]) * kQkVec;
   const QkSide& s = j ? c.k : c.q;
-  if (m.warm) qk_warm_lines<In::kBytes>(ok, row_at<true>(c.lead, s.in, row), e, row == 0 ? s.weight : nullptr, s.w_type);
+  if (m.warm) warm_vec_lines<In::kBytes>(ok, row_at<true>(c.lead, s.in, row), e, row == 0, s.weight, s.w_type);
   gpu_wait_for_previous_grid();
   uint32_t x[kW], ww[kQkVec];
   float stat = 0.0f;
@@ -381,7 +370,7 @@ __global__ void __launch_bounds__(qk_small_stats_block(kIn))
   // Before the previous grid's writes are visible: the lines of the group's input warmed in L2.
 #pragma unroll
   for (int k = 0; k < kMaxSteps; ++k)
-    if (k < S) qk_warm_lines<In::kBytes>(active, xg, k * P + kQkVec * t, nullptr, s.w_type);
+    if (k < S) warm_vec_lines<In::kBytes>(active, xg, k * P + kQkVec * t, false, nullptr, s.w_type);
   gpu_wait_for_previous_grid();
   uint32_t x[kMaxSteps][kW];
 #pragma unroll
@@ -431,7 +420,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
   const char* xg = active ? row_at<true>(c.lead, s.in, row) + head * G * In::kBytes : nullptr;
   // Before the previous grid's writes are visible: every 128-byte line of the group's input and
   // (by the block's first group) of its weights warmed in L2 by the thread whose vector starts it.
-  qk_warm_lines<In::kBytes>(active, xg, e, gib == 0 ? s.weight : nullptr, s.w_type);
+  warm_vec_lines<In::kBytes>(active, xg, e, gib == 0, s.weight, s.w_type);
   gpu_wait_for_previous_grid();
   uint32_t x[kW] = {}, ww[kQkVec];
   if (active) {

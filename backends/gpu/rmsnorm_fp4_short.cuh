@@ -96,10 +96,7 @@ __global__ void __launch_bounds__(kFp4SmallThreads)
   const char* in_row = row_at<true>(c.lead, c.in, row);
   // Before the previous grid's writes are visible: the lines of this block's step of the row and
   // of its weights warmed in L2 (hints; the row's other blocks warm the other steps).
-  if (live) {
-    gpu_warm_line(in_row, int64_t(e) * In::kBytes);
-    if (norm) gpu_warm_line(c.weight, int64_t(e) * (c.w_type == DType::kF32 ? 4 : 2));
-  }
+  warm_vec_lines<In::kBytes>(live, in_row, e, norm, c.weight, c.w_type);
   gpu_wait_for_previous_grid();
   uint32_t raw[kMaxSteps][kW] = {};
 #pragma unroll
