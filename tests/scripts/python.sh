@@ -9,8 +9,6 @@
 #   bash tests/scripts/python.sh                 # the whole suite
 #   bash tests/scripts/python.sh -k cast         # pytest arguments
 #   FUSEDNORM_PY_TORCH=0 bash tests/scripts/python.sh    # without PyTorch (its tests skip, saying why)
-#   bash tests/scripts/python.sh --setup-only    # only the venv and its packages (test.sh runs this
-#                                                # in the background while it builds)
 # Needs python3 with venv and its headers, cmake, ninja, g++, Highway, oneTBB and DLPack: as root
 # (or with sudo) tests/scripts/install_deps.sh installs them when one is missing.
 set -euo pipefail
@@ -52,10 +50,6 @@ for p in json.load(open(sys.argv[1]))["install"]:
   done
   "$venv/bin/python" -c 'import torch'
 }
-if [ "${1:-}" = --setup-only ]; then
-  step "python: venv and test packages (pip; in the background)" setup
-  exit 0
-fi
 step "python: venv and test packages (pip)" setup
 
 # The build tools are in the venv (above), so the build directory persists between runs and

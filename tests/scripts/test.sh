@@ -13,12 +13,6 @@ hip=AUTO
 if [ "$(dpkg --print-architecture)" = amd64 ]; then hip=ON; fi
 ci_archs=ON
 [ "${FUSEDNORM_ALL_ARCHS:-0}" = 1 ] && ci_archs=OFF
-# The Python package's venv: its packages from PyPI (PyTorch's wheels: about 4 GB) download and
-# unpack while the library compiles; the python step joins it (tests/scripts/python.sh).
-if [ $# -eq 0 ]; then
-  mkdir -p build-python
-  bg_start "python venv" build-python/setup.log bash tests/scripts/python.sh --setup-only
-fi
 step "configure" cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DPython3_EXECUTABLE="$PWD/build/venv/bin/python" -DFUSEDNORM_HIP="${FUSEDNORM_HIP:-$hip}" \
   -DFUSEDNORM_CI_ARCHS=$ci_archs
@@ -30,6 +24,5 @@ else
   step "ctest: every test but the 2^32 sweep (-j2)" ctest --test-dir build --output-on-failure -LE exhaustive -j2
   step "ctest: exhaustive 2^32 encoder sweep, every SIMD target" ctest --test-dir build --output-on-failure -L exhaustive
   # The Python package (docs/python.md): pip install ./python into build-python/venv, pytest.
-  bg_wait "python venv"
   step "python package (pip install ./python, pytest)" bash tests/scripts/python.sh
 fi
