@@ -24,11 +24,10 @@ steps_table() {
   if [ -s "$FUSEDNORM_STEPS" ]; then
     echo
     echo "==== steps (wall-clock seconds on $(nproc) cores)"
-    awk -F'\t' '{ printf "  %-60s %6d s%s\n", $1, $2, ($3 == 0 ? "" : "   FAILED (rc " $3 ")"); t += $2 }
-                END { printf "  %-60s %6d s (%.1f min)\n", "sum (a nested step is counted with its parent)", t, t / 60 }' \
-      "$FUSEDNORM_STEPS"
-    local wall=$(($(date +%s) - _steps_t0))
-    printf '  %-60s %6d s (%.1f min)\n' "wall clock" "$wall" "$(awk -v w=$wall 'BEGIN { printf "%.1f", w / 60 }')"
+    awk -F'\t' -v wall=$(($(date +%s) - _steps_t0)) '
+      { printf "  %-60s %6d s%s\n", $1, $2, ($3 == 0 ? "" : "   FAILED (rc " $3 ")"); t += $2 }
+      END { printf "  %-60s %6d s (%.1f min)\n", "sum (a nested step is counted with its parent)", t, t / 60
+            printf "  %-60s %6d s (%.1f min)\n", "wall clock", wall, wall / 60 }' "$FUSEDNORM_STEPS"
   fi
   rm -f "$FUSEDNORM_STEPS"
 }
