@@ -110,6 +110,95 @@ HWY_NOINLINE void Rotate(const MlaCall& c, const char* x, const char* cs, float*
   }
 }
 
+// The q rows are most of the bytes a call moves, read and written once: the hardware prefetcher
+// alone leaves a thread's loads waiting on memory (in RotateQWords about half of the samples of
+// `perf record` sat on the first load). QAhead asks for the q row of the head kMlaPrefetchBytes
+// of q rows later in the call's order (heads of a token, then the next token), one head a step.
+constexpr int64_t kMlaPrefetchBytes = 16384;
+class QAhead {
+ public:
+  HWY_INLINE QAhead(const MlaCall& c, int64_t token, int in_bytes)
+      : q_(c.q), st_(c.q_stride_t), sh_(c.q_stride_h), heads_(c.heads), tokens_(c.tokens), bytes_(c.rope * in_bytes) {
+    const int64_t ahead = std::max<int64_t>(1, kMlaPrefetchBytes / bytes_);
+    t_ = token + ahead / heads_;
+    h_ = ahead % heads_;
+    row_ = q_ + t_ * st_ + h_ * sh_;
+  }
+  // Asks for the next head's row, then moves on a head.
+  HWY_INLINE void Step() {
+    if (t_ < tokens_) {
+      const uintptr_t p = reinterpret_cast<uintptr_t>(row_);
+      for (uintptr_t line = p & ~uintptr_t(63); line < p + uintptr_t(bytes_); line += 64)
+        __builtin_prefetch(reinterpret_cast<const void*>(line), 0, 3);
+    }
+    row_ += sh_;
+    if (++h_ == heads_) {
+      h_ = 0;
+      ++t_;
+      row_ = q_ + t_ * st_;
+    }
+  }
+
+ private:
+  const char* q_;
+  int64_t st_, sh_, heads_, tokens_, bytes_;
+  int64_t t_, h_;    // the head Step asks for
+  const char* row_;  // its row
+};
+
+#if HWY_TARGET != HWY_SCALAR
+// Whether RotateQWords serves this call: bf16 q with interleaved pairs, R / 2 a whole number of
+// vectors, every head's row (in and out) at a 4-byte boundary.
+HWY_INLINE bool QWordsFit(const MlaCall& c) {
+  const int64_t n = int64_t(hn::Lanes(DU()));
+  const uint64_t any = uint64_t(reinterpret_cast<uintptr_t>(c.q)) | uint64_t(reinterpret_cast<uintptr_t>(c.q_out)) |
+                       uint64_t(c.q_stride_t | c.q_stride_h | c.qo_stride_t | c.qo_stride_h);
+  return c.in_type == DType::kBF16 && !c.neox && (c.rope / 2) % n == 0 && any % 4 == 0;
+}
+
+// EncodeBF16High of a non-NaN v: its bf16 (RNE) in the high half.
+HWY_INLINE VU RoundBF16High(VF v) {
+  const VU u = hn::BitCast(DU(), v);
+  return hn::Add(hn::Add(u, SetU(0x7FFFu)), hn::And(hn::ShiftRight<16>(u), SetU(1)));
+}
+
+// Token t's bf16 q heads (QWordsFit) rotated as 32-bit words, a pair a word (re in the low half,
+// im in the high half): re and im of Lanes pairs as two f32 vectors (a shift, a mask), the
+// rotation on them, both rounded (EncodeBF16High) and put back into words. The products, sums and
+// rounding of Rotate + RoundStore (math::rope_rotate lane by lane; re*c - im*s is re*c + -(im*s)
+// in IEEE arithmetic), with no lane shuffles and no f32 scratch row. cosp, sinp: the token's cos
+// and sin, a pair a lane. A vector of words is read before it is written (q may be rotated in
+// place; pairs never cross vectors).
+HWY_NOINLINE void RotateQWords(const MlaCall& c, int64_t t, const float* cosp, const float* sinp) {
+  const DF df;
+  const DU du;
+  const int64_t n = int64_t(hn::Lanes(du)), pairs = c.rope / 2;
+  const VU hi = SetU(0xFFFF0000u);
+  QAhead ahead(c, t, 2);
+  const char* q = c.q + t * c.q_stride_t;
+  char* q_out = c.q_out + t * c.qo_stride_t;
+  const int64_t heads = c.heads, sh = c.q_stride_h, so = c.qo_stride_h;
+  for (int64_t h = 0; h < heads; ++h) {
+    ahead.Step();
+    const uint32_t* x = reinterpret_cast<const uint32_t*>(q + h * sh);
+    uint32_t* out = reinterpret_cast<uint32_t*>(q_out + h * so);
+    for (int64_t j = 0; j < pairs; j += n) {
+      const VU w = hn::LoadU(du, x + j);
+      const VF re = hn::BitCast(df, hn::ShiftLeft<16>(w)), im = hn::BitCast(df, hn::And(w, hi));
+      const VF cs = hn::LoadU(df, cosp + j), sn = hn::LoadU(df, sinp + j);
+      const VF re2 = hn::Sub(hn::Mul(re, cs), hn::Mul(im, sn));
+      const VF im2 = hn::Add(hn::Mul(re, sn), hn::Mul(im, cs));
+      VU lo_bits = RoundBF16High(re2), hi_bits = RoundBF16High(im2);
+      if (HWY_UNLIKELY(!hn::AllFalse(df, hn::IsNaN(hn::Add(re2, im2))))) {  // a NaN in either
+        lo_bits = EncodeBF16High(re2);
+        hi_bits = EncodeBF16High(im2);
+      }
+      hn::StoreU(hn::Or(hn::ShiftRight<16>(lo_bits), hn::And(hi_bits, hi)), du, out + j);
+    }
+  }
+}
+#endif
+
 template <class InT, class OutT>
 void MlaTokensT(const MlaCall& c, int64_t t0, int64_t t1, const float* g) {
   const DF df;
@@ -118,11 +207,29 @@ void MlaTokensT(const MlaCall& c, int64_t t0, int64_t t1, const float* g) {
   float* rot = Scratch(kMlaRotSlot, size_t((r + n - 1) / n * n));
   const VF ks = hn::Set(df, mla_k_scale(c));
   const float l_f = math::length_f32(l);
+#if HWY_TARGET != HWY_SCALAR
+  const bool words = QWordsFit(c);
+  float* cosp = rot;  // rot (R floats) is free until the latent row's rotation
+  float* sinp = rot + r / 2;
+#else
+  constexpr bool words = false;
+#endif
   for (int64_t t = t0; t < t1; ++t) {
     MlaSlot s;
     if (mla_locate(c, t, &s) != MlaLocate::kOk) continue;  // validated on the CPU: never
     const char* cs = c.cos_sin + s.pos * c.cs_stride;
-    for (int64_t h = 0; h < c.heads; ++h) {
+#if HWY_TARGET != HWY_SCALAR
+    if (words) {
+      for (int64_t j = 0; j < r / 2; ++j) {
+        cosp[j] = decode(c.cs_type, load_code(c.cs_type, cs, 2 * j));
+        sinp[j] = decode(c.cs_type, load_code(c.cs_type, cs, 2 * j + 1));
+      }
+      RotateQWords(c, t, cosp, sinp);
+    }
+#endif
+    QAhead ahead(c, t, InT::kBytes);
+    for (int64_t h = 0; h < (words ? 0 : c.heads); ++h) {
+      ahead.Step();
       Rotate<InT>(c, c.q + t * c.q_stride_t + h * c.q_stride_h, cs, rot);
       char* out = c.q_out + t * c.qo_stride_t + h * c.qo_stride_h;
       for (int64_t i = 0; i < r; i += n) (void)InT::RoundStore(hn::LoadU(df, rot + i), out, i, r);

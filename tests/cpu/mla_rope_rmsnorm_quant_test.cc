@@ -181,43 +181,61 @@ TEST_CASE("mla: the reference against double-precision arithmetic", "[mla][cpu]"
 
 // ---------------------------------------------------------------- edges
 
-TEST_CASE("mla: NaN and Inf in the latent, FP8 saturation, on every target", "[mla][cpu]") {
-  for (DType cache : {DType::k_f8e4m3fn, DType::k_f8e4m3fnuz, DType::k_f8e5m2, DType::kBF16}) {
-    MlaSpec s;
-    s.cache = cache;
-    s.in = DType::kF32;
-    s.heads = 2;
-    s.seq_lens = {4};
-    s.cache_lens = {9};
-    s.k_scale = cache == DType::k_f8e5m2 ? 1e-6f : dtype_bits(cache) == 8 ? 1e-4f : 0.0f;  // FP8: most codes saturate
-    s.seed = 5;
-    MlaCase ref(s);
-    ref.kv->set(1, 3, NAN);       // token 1: NaN in the latent -> the latent all NaN
-    ref.kv->set(2, 0, INFINITY);  // token 2: Inf in the latent -> all NaN (inv = NaN)
-    ref.kv->set(3, s.l + 1, NAN); // token 3: NaN in the rope part: its pair only
-    REQUIRE(ref.run_reference() == FUSEDNORM_SUCCESS);
-    const char* base = reinterpret_cast<const char*>(ref.cache_alloc->storage().data());
-    for (int64_t t : {1, 2})
-      for (int64_t i = 0; i < s.l; ++i) CHECK(std::isnan(decode(cache, load_code(cache, base + ref.cache_row_byte(t), i))));
-    const char* row3 = base + ref.cache_row_byte(3);
-    CHECK(std::isnan(decode(cache, load_code(cache, row3, s.l + 0))));  // the pair (0, 1) of the rope part
-    CHECK(std::isnan(decode(cache, load_code(cache, row3, s.l + 1))));
-    CHECK(!std::isnan(decode(cache, load_code(cache, row3, s.l + 2))));
-    if (dtype_bits(cache) == 8) {
-      const float qmax = decode(cache, encode<false>(cache, INFINITY));
-      int64_t saturated = 0;
-      for (int64_t i = 0; i < s.l; ++i) saturated += fabsf(decode(cache, load_code(cache, base + ref.cache_row_byte(0), i))) == qmax;
-      CHECK(saturated > s.l / 2);
+TEST_CASE("mla: NaN and Inf in q and the latent, FP8 saturation, on every target", "[mla][cpu]") {
+  // q's specials (token, head, element): a NaN (its pair only), an Inf, an Inf pair (Inf - Inf is
+  // NaN), a pair whose rotation overflows f32, a pair whose rotation rounds past bf16's largest.
+  struct QSpecial {
+    int64_t t, h, i;
+    float v;
+  };
+  const QSpecial q_specials[] = {{0, 0, 2, NAN},        {1, 1, 5, INFINITY},   {2, 0, 6, INFINITY},
+                                 {2, 0, 7, INFINITY},   {3, 1, 0, 3.0e38f},    {3, 1, 1, -3.0e38f},
+                                 {3, 0, 8, 3.3961e38f}, {3, 0, 9, 3.3961e38f}};
+  for (DType in : {DType::kF32, DType::kBF16})
+    for (DType cache : {DType::k_f8e4m3fn, DType::k_f8e4m3fnuz, DType::k_f8e5m2, DType::kBF16}) {
+      MlaSpec s;
+      s.cache = cache;
+      s.in = in;
+      s.heads = 2;
+      s.seq_lens = {4};
+      s.cache_lens = {9};
+      s.k_scale = cache == DType::k_f8e5m2 ? 1e-6f : dtype_bits(cache) == 8 ? 1e-4f : 0.0f;  // FP8: most codes saturate
+      s.seed = 5;
+      auto poison = [&](MlaCase& m) {
+        m.kv->set(1, 3, NAN);        // token 1: NaN in the latent -> the latent all NaN
+        m.kv->set(2, 0, INFINITY);   // token 2: Inf in the latent -> all NaN (inv = NaN)
+        m.kv->set(3, s.l + 1, NAN);  // token 3: NaN in the rope part: its pair only
+        for (const QSpecial& q : q_specials) m.q_alloc->set(q.t * s.heads + q.h, s.q_nope + q.i, q.v);
+      };
+      INFO(s.describe());
+      MlaCase ref(s);
+      poison(ref);
+      REQUIRE(ref.run_reference() == FUSEDNORM_SUCCESS);
+      const char* base = reinterpret_cast<const char*>(ref.cache_alloc->storage().data());
+      for (int64_t t : {1, 2})
+        for (int64_t i = 0; i < s.l; ++i) CHECK(std::isnan(decode(cache, load_code(cache, base + ref.cache_row_byte(t), i))));
+      const char* row3 = base + ref.cache_row_byte(3);
+      CHECK(std::isnan(decode(cache, load_code(cache, row3, s.l + 0))));  // the pair (0, 1) of the rope part
+      CHECK(std::isnan(decode(cache, load_code(cache, row3, s.l + 1))));
+      CHECK(!std::isnan(decode(cache, load_code(cache, row3, s.l + 2))));
+      // q: the NaN's pair is NaN, its neighbours are not.
+      HostTensor& qo = *ref.q_out;
+      CHECK(std::isnan(qo.get(0, 2)));
+      CHECK(std::isnan(qo.get(0, 3)));
+      CHECK(!std::isnan(qo.get(0, 4)));
+      if (dtype_bits(cache) == 8) {
+        const float qmax = decode(cache, encode<false>(cache, INFINITY));
+        int64_t saturated = 0;
+        for (int64_t i = 0; i < s.l; ++i) saturated += fabsf(decode(cache, load_code(cache, base + ref.cache_row_byte(0), i))) == qmax;
+        CHECK(saturated > s.l / 2);
+      }
+      for_each_target([&](int64_t) {
+        MlaCase lib(s);
+        poison(lib);
+        REQUIRE(lib.run_library() == FUSEDNORM_SUCCESS);
+        REQUIRE(compare_mla(lib, ref) == "");
+      });
     }
-    for_each_target([&](int64_t) {
-      MlaCase lib(s);
-      lib.kv->set(1, 3, NAN);
-      lib.kv->set(2, 0, INFINITY);
-      lib.kv->set(3, s.l + 1, NAN);
-      REQUIRE(lib.run_library() == FUSEDNORM_SUCCESS);
-      REQUIRE(compare_mla(lib, ref) == "");
-    });
-  }
 }
 
 TEST_CASE("mla: results do not depend on the thread count", "[mla][cpu]") {
