@@ -208,9 +208,13 @@ class MlaCase {
     return v;
   }
   // Token t's cache row as a byte offset into cache_alloc's storage (the test's own page map).
-  size_t cache_row_byte(int64_t t) const {
-    const int64_t b = seq_of[size_t(t)], p = pos[size_t(t)];
+  size_t cache_row_byte(int64_t t) const { return cache_row_byte_at(seq_of[size_t(t)], pos[size_t(t)]); }
+  // The row of position p of sequence b under the test's page map; SIZE_MAX where that map has no
+  // page there.
+  size_t cache_row_byte_at(int64_t b, int64_t p) const {
+    if (b < 0 || p < 0 || p / spec.page_size >= max_pages) return SIZE_MAX;
     const int64_t page = page_ids[size_t(b * max_pages + p / spec.page_size)];
+    if (page < 0 || page >= num_pages) return SIZE_MAX;
     const int64_t elem = page * cache_strides[0] + (p % spec.page_size) * cache_strides[1] +
                          (spec.layers - 1) * spec.page_size * (spec.l + spec.r);
     return size_t(cache_alloc->data_begin() - cache_alloc->storage().data()) +

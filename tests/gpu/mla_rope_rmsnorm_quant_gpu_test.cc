@@ -2,10 +2,14 @@
 // backend: the case mix of issue 20 (every written allocation read back in full, the cache's
 // untouched slots and guards included), batch invariance (a sequence alone equals the same
 // sequence inside a batch of 16), CUDA-graph capture and replay with new positions, and index
-// values the host does not check on the GPU (bad page ids, positions past the table, decreasing
-// row_offsets): skipped tokens, counted in invalid_tokens, nothing written outside the
-// tensors. Without a GPU every case prints FUSEDNORM_SKIP (ctest reports it as skipped).
+// values the host does not check on the GPU (page ids outside the cache, positions outside the
+// table, page indices past the page table, row_offsets off either end or decreasing, negative or
+// too large cache_len), on both GPU kernels: skipped tokens, counted in invalid_tokens, nothing
+// written outside the rows of the valid tokens. Without a GPU every case prints FUSEDNORM_SKIP
+// (ctest reports it as skipped).
 #include <cuda_runtime.h>
+
+#include <functional>
 
 #include <catch2/catch.hpp>
 
@@ -220,84 +224,147 @@ TEST_CASE("gpu mla: CUDA graph capture and replay with new positions", "[gpu][ml
   }
 }
 
-// Index values the GPU cannot have checked on the host: tokens with a bad page id or position are
-// skipped (their q_out rows and cache slots untouched) and counted; the other tokens are written
-// as the CPU writes them; nothing outside the tensors is written.
-TEST_CASE("gpu mla: bad index values skip their tokens, counted in invalid_tokens", "[gpu][mla]") {
-  if (!gpu_available()) return;
+// Runs `host` (its index tensors possibly edited) on the GPU; returns whether that went through.
+bool run_on_gpu(MlaCase& host, MlaDevice& gpu) {
+  if (gpu.error() != cudaSuccess || gpu.enqueue() != FUSEDNORM_SUCCESS) return false;
+  return cudaDeviceSynchronize() == cudaSuccess && gpu.download() == cudaSuccess;
+}
+
+// Whether token t's q_out rows are still the sentinel (the token was skipped) or equal `cpu`'s.
+bool q_untouched(const MlaCase& host, int64_t t) {
+  const size_t q_row = size_t(host.spec.r * dtype_bits(host.spec.in) / 8);
+  for (int64_t h = 0; h < host.spec.heads; ++h) {
+    const char* q = host.q_out->row(t * host.spec.heads + h);
+    if (!std::all_of(q, q + q_row, [](char b) { return uint8_t(b) == 0xA5; })) return false;
+  }
+  return true;
+}
+bool q_as_cpu(const MlaCase& host, const MlaCase& cpu, int64_t t) {
+  const size_t q_row = size_t(host.spec.r * dtype_bits(host.spec.in) / 8);
+  for (int64_t h = 0; h < host.spec.heads; ++h)
+    if (memcmp(host.q_out->row(t * host.spec.heads + h), cpu.q_out->row(t * host.spec.heads + h), q_row) != 0)
+      return false;
+  return true;
+}
+
+// Bad index values that the GPU cannot have checked on the host: `edit` applies them to a fresh
+// case's index tensors; `skipped` are the tokens they make invalid. The GPU must skip exactly
+// those (q rows and cache untouched), count them in invalid_tokens, and write every other token's
+// q rows and cache row as the CPU writes them with the intact indices; every other byte of the
+// cache allocation (other slots, other layers, guards) stays the sentinel.
+void check_skipped(const MlaSpec& s, const char* what, const std::function<void(MlaCase&)>& edit,
+                   const std::vector<int64_t>& skipped) {
+  INFO(what << "; " << s.describe());
+  MlaCase cpu(s), host(s);
+  REQUIRE(cpu.run_library() == FUSEDNORM_SUCCESS);
+  edit(host);
+  MlaDevice gpu(host);
+  REQUIRE(run_on_gpu(host, gpu));
+  CHECK(gpu.invalid_tokens() == int32_t(skipped.size()));
+  const size_t row = size_t((s.l + s.r) * dtype_bits(s.cache) / 8);
+  const auto& st = host.cache_alloc->storage();
+  std::vector<char> owned(st.size(), 0);
+  for (int64_t t = 0; t < s.tokens(); ++t) {
+    const bool skip = std::find(skipped.begin(), skipped.end(), t) != skipped.end();
+    INFO("token " << t << (skip ? " (skipped)" : ""));
+    CHECK((skip ? q_untouched(host, t) : q_as_cpu(host, cpu, t)));
+    if (skip) continue;
+    const size_t at = host.cache_row_byte(t);
+    CHECK(memcmp(st.data() + at, cpu.cache_alloc->storage().data() + cpu.cache_row_byte(t), row) == 0);
+    std::fill(owned.begin() + ptrdiff_t(at), owned.begin() + ptrdiff_t(at + row), 1);
+  }
+  size_t stray = 0;
+  for (size_t i = 0; i < st.size(); ++i) stray += !owned[i] && st[i] != 0xA5;
+  CHECK(stray == 0);
+}
+
+// Both GPU kernels (mla_fast.cuh takes the default spec: bf16, L 512, R 64, interleaved pairs,
+// aligned views; the general kernel takes half-split pairs), int32 and int64 index tensors.
+std::vector<MlaSpec> bad_index_specs(bool positions) {
   MlaSpec s;
-  s.use_positions = true;
+  s.use_positions = positions;
   s.page_size = 4;
   s.heads = 8;
-  s.seq_lens = {6, 1, 5};
+  s.seq_lens = {6, 1, 5};  // tokens 0..5, 6, 7..11
   s.cache_lens = {2, 9, 0};
+  s.min_max_pos = 64;  // table rows past the page table's reach (max_pages * page_size is at most 16)
   s.seed = 8;
-  MlaCase cpu(s);
-  REQUIRE(cpu.run_library() == FUSEDNORM_SUCCESS);
-  for (int variant = 0; variant < 3; ++variant) {
-    MlaCase host(s);
-    std::vector<int64_t> skipped;
-    if (variant == 0) {  // sequence 0's second page (tokens 2..5) past the cache
-      host.page_table->set(0 * host.max_pages + 1, host.num_pages + 5);
-      skipped = {2, 3, 4, 5};
-    } else if (variant == 1) {  // a negative page id (sequence 2's first page: tokens 7..10)
-      host.page_table->set(2 * host.max_pages + 0, -3);
-      skipped = {7, 8, 9, 10};
-    } else {  // positions past the table and negative
-      host.positions->set(6, host.cos_sin->rows());
-      host.positions->set(11, -1);
-      skipped = {6, 11};
-    }
-    MlaDevice gpu(host);
-    CUDA_OK(gpu.error());
-    REQUIRE(gpu.enqueue() == FUSEDNORM_SUCCESS);
-    CUDA_OK(cudaDeviceSynchronize());
-    CUDA_OK(gpu.download());
-    INFO("variant " << variant);
-    CHECK(gpu.invalid_tokens() == int32_t(skipped.size()));
-    const size_t row = size_t((s.l + s.r) * 2), q_row = size_t(s.r * 2);
-    for (int64_t t = 0; t < s.tokens(); ++t) {
-      const bool skip = std::find(skipped.begin(), skipped.end(), t) != skipped.end();
-      INFO("token " << t << (skip ? " (skipped)" : ""));
-      const uint8_t* cache_row = host.cache_alloc->storage().data() + host.cache_row_byte(t);
-      for (int64_t h = 0; h < s.heads; ++h) {
-        const char* q = host.q_out->row(t * s.heads + h);
-        if (skip) CHECK(std::all_of(q, q + q_row, [](char b) { return uint8_t(b) == 0xA5; }));
-        else CHECK(memcmp(q, cpu.q_out->row(t * s.heads + h), q_row) == 0);
-      }
-      if (skip) {
-        if (!(variant == 2)) continue;  // its page id is bad: it has no row of its own
-        // A bad position: the token's row under the valid map (the CPU's) stays untouched.
-        const uint8_t* r0 = host.cache_alloc->storage().data() + host.cache_row_byte(t);
-        CHECK(std::all_of(r0, r0 + row, [](uint8_t b) { return b == 0xA5; }));
-      } else {
-        CHECK(memcmp(cache_row, cpu.cache_alloc->storage().data() + cpu.cache_row_byte(t), row) == 0);
-      }
-    }
-    // Every other cache byte (and every guard) is still the sentinel: the written bytes are
-    // exactly the valid tokens' rows.
-    size_t written = 0;
-    for (uint8_t b : host.cache_alloc->storage()) written += b != 0xA5;
-    size_t expected = 0;
-    for (int64_t t = 0; t < s.tokens(); ++t)
-      if (std::find(skipped.begin(), skipped.end(), t) == skipped.end()) {
-        const uint8_t* r = cpu.cache_alloc->storage().data() + cpu.cache_row_byte(t);
-        for (size_t i = 0; i < row; ++i) expected += r[i] != 0xA5;
-      }
-    CHECK(written == expected);
+  MlaSpec general = s;
+  general.neox = true;
+  general.idx64 = true;
+  general.cache = DType::k_f8e4m3fn;
+  return {s, general};
+}
+
+TEST_CASE("gpu mla: bad index values skip their tokens, counted in invalid_tokens (both kernels)", "[gpu][mla]") {
+  if (!gpu_available()) return;
+  for (const MlaSpec& s : bad_index_specs(true)) {
+    check_skipped(s, "sequence 0's second page id past the cache",
+                  [](MlaCase& m) { m.page_table->set(0 * m.max_pages + 1, m.num_pages + 5); }, {2, 3, 4, 5});
+    check_skipped(s, "a negative page id (sequence 2's first page)",
+                  [](MlaCase& m) { m.page_table->set(2 * m.max_pages + 0, -3); }, {7, 8, 9, 10});
+    check_skipped(s, "positions past the table and negative", [](MlaCase& m) {
+      m.positions->set(6, m.cos_sin->rows());
+      m.positions->set(11, -1);
+    }, {6, 11});
+    check_skipped(s, "a position inside the table whose page index is past the page table",
+                  [](MlaCase& m) { m.positions->set(3, m.max_pages * m.spec.page_size + 1); }, {3});
+    check_skipped(s, "row_offsets[0] = 1: token 0 in no sequence", [](MlaCase& m) { m.row_offsets->set(0, 1); }, {0});
+    check_skipped(s, "row_offsets[B] = T - 2: tokens 10 and 11 in no sequence",
+                  [](MlaCase& m) { m.row_offsets->set(3, 10); }, {10, 11});
   }
-  // Decreasing row_offsets: whatever the tokens get, nothing outside the tensors is written, and
-  // the tokens without a sequence are counted.
-  MlaCase host(s);
-  host.row_offsets->set(1, 9);  // {0, 9, 7, 12}: tokens 7 and 8 are in [0, 9) and in nothing after
-  MlaDevice gpu(host);
-  CUDA_OK(gpu.error());
-  REQUIRE(gpu.enqueue() == FUSEDNORM_SUCCESS);
-  CUDA_OK(cudaDeviceSynchronize());
-  CUDA_OK(gpu.download());
-  CHECK(compare_mla(host, host) == "");  // guards intact (compare_mla checks them)
-  CHECK(gpu.invalid_tokens() >= 0);
-  CHECK(gpu.invalid_tokens() <= int32_t(s.tokens()));
+  for (const MlaSpec& s : bad_index_specs(false)) {
+    check_skipped(s, "a negative cache_len (sequence 1)", [](MlaCase& m) { m.cache_len->set(1, -1); }, {6});
+    check_skipped(s, "cache_len at the table's end (sequence 2)",
+                  [](MlaCase& m) { m.cache_len->set(2, m.cos_sin->rows()); }, {7, 8, 9, 10, 11});
+  }
+}
+
+// Decreasing row_offsets ({0, 9, 7, 12}: ranges [0, 9) and [7, 12), tokens 7 and 8 in both):
+// the device may place such a token in either range, or skip it. Checked on both kernels: a token
+// of one range is written as the CPU writes it when that range's page map gives it a row (the
+// positions are explicit), else skipped; a token of two ranges is skipped or written; a written
+// token's cache row is one of its ranges' rows; invalid_tokens counts exactly the tokens whose q
+// rows are untouched; no other byte of the cache allocation is written.
+TEST_CASE("gpu mla: decreasing row_offsets write nothing outside the rows a token can own", "[gpu][mla]") {
+  if (!gpu_available()) return;
+  for (const MlaSpec& s : bad_index_specs(true)) {
+    INFO(s.describe());
+    MlaCase cpu(s), host(s);
+    REQUIRE(cpu.run_library() == FUSEDNORM_SUCCESS);
+    const int64_t off[] = {0, 9, 7, 12};
+    for (int64_t b = 0; b < 4; ++b) host.row_offsets->set(b, off[b]);
+    MlaDevice gpu(host);
+    REQUIRE(run_on_gpu(host, gpu));
+    const size_t row = size_t((s.l + s.r) * dtype_bits(s.cache) / 8);
+    const auto& st = host.cache_alloc->storage();
+    std::vector<char> allowed(st.size(), 0);
+    int32_t untouched = 0;
+    for (int64_t t = 0; t < s.tokens(); ++t) {
+      INFO("token " << t);
+      std::vector<size_t> rows;  // the rows its ranges' page maps give it
+      for (int64_t b = 0; b < 3; ++b)
+        if (off[b] <= t && t < off[b + 1]) {
+          const size_t at = host.cache_row_byte_at(b, host.pos[size_t(t)]);
+          if (at != SIZE_MAX) rows.push_back(at);
+        }
+      const uint8_t* want = cpu.cache_alloc->storage().data() + cpu.cache_row_byte(t);
+      const bool skipped = q_untouched(host, t);
+      untouched += skipped;
+      if (!skipped) {
+        CHECK(q_as_cpu(host, cpu, t));
+        CHECK(std::any_of(rows.begin(), rows.end(), [&](size_t at) { return memcmp(st.data() + at, want, row) == 0; }));
+      }
+      if (rows.empty()) CHECK(skipped);
+      const bool one_range = (off[0] <= t && t < off[1]) != (off[2] <= t && t < off[3]);
+      if (one_range && !rows.empty()) CHECK(!skipped);
+      for (size_t at : rows) std::fill(allowed.begin() + ptrdiff_t(at), allowed.begin() + ptrdiff_t(at + row), 1);
+    }
+    CHECK(gpu.invalid_tokens() == untouched);
+    size_t stray = 0;
+    for (size_t i = 0; i < st.size(); ++i) stray += !allowed[i] && st[i] != 0xA5;
+    CHECK(stray == 0);
+  }
 }
 
 }  // namespace
