@@ -240,6 +240,8 @@ inline std::unique_ptr<Device> make_device(const std::string& spec, int threads,
     }
 #ifdef FUSEDNORM_BENCH_CUDA
     if (type == kDLCUDA) return make_cuda_device(index, error);
+#else
+    (void)index;  // a CUDA device's index; without CUDA the message below says why there is none
 #endif
     fusednorm_backend_info info{};
     info.struct_size = sizeof info;

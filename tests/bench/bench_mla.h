@@ -1,6 +1,7 @@
 // fusednorm-bench: the mla_rope_rmsnorm_quant cases (--ops mla): DeepSeek-V3 shapes (L 512, R 64,
 // Hq from --mla-heads, page sizes from --mla-pages, cache dtypes from --mla-cache, tokens from
-// --tokens), q rotated in place, a cache_len batch: up to 64 tokens a decode batch (one token a
+// --tokens), q rotated in place (compact, or with --mla-q-nope the rope part of a q projection: a
+// strided view), an FP8 cache with a static scale (a device scalar, 1/80), a cache_len batch: up to 64 tokens a decode batch (one token a
 // sequence, cache lengths 1000..8000), above that a prefill of sequences of 2048 tokens after 0 to
 // 3 Ki cached ones. Each case is checked against the reference on a sample of tokens (their q
 // rows and cache rows) and timed like the rmsnorm_quant cases; %copy relates the bytes a call must
@@ -32,16 +33,17 @@ constexpr int64_t kMlaL = 512, kMlaR = 64;
 // One case's batch: sequences, positions, pages (host side), and the device buffers.
 struct MlaBatch {
   int64_t t = 0, b = 0, heads = 0, page = 0, max_pages = 0, num_pages = 0, max_pos = 0;
+  int64_t nope = 0;  // q: the last kMlaR of each head's nope + kMlaR elements
   DType cache = DType::kBF16;
   std::vector<int64_t> lens, cache_len, row_offsets, table, pos, seq;  // table: [b, max_pages]
   size_t sets = 0, q_stride = 0, kv_stride = 0, cache_stride = 0;
-  Buffer q, kv, cache_buf, w, cs, off, len, pt;
+  Buffer q, kv, cache_buf, w, cs, off, len, pt, ks;
   // The shapes the DLTensors point to.
-  int64_t q_shape[3] = {}, kv_shape[2] = {}, cache_shape[3] = {}, w_shape[1] = {kMlaL}, cs_shape[2] = {}, off_shape[1] = {},
+  int64_t q_shape[3] = {}, q_strides[3] = {}, kv_shape[2] = {}, cache_shape[3] = {}, w_shape[1] = {kMlaL}, cs_shape[2] = {}, off_shape[1] = {},
           len_shape[1] = {}, pt_shape[2] = {};
 
-  MlaBatch(int64_t tokens, int64_t hq, int64_t page_size, DType cache_type, uint64_t seed)
-      : t(tokens), heads(hq), page(page_size), cache(cache_type) {
+  MlaBatch(int64_t tokens, int64_t hq, int64_t page_size, DType cache_type, int64_t q_nope, uint64_t seed)
+      : t(tokens), heads(hq), page(page_size), nope(q_nope), cache(cache_type) {
     std::mt19937_64 rng(seed);
     if (t <= 64) {  // decode: one token a sequence
       b = t;
@@ -77,7 +79,9 @@ struct MlaBatch {
         seq.push_back(i);
       }
   }
-  size_t q_bytes() const { return size_t(t * heads * kMlaR * 2); }
+  size_t q_bytes() const { return size_t(t * heads * kMlaR * 2); }          // the rope parts a call moves
+  size_t q_alloc_bytes() const { return size_t(t * heads * (nope + kMlaR) * 2); }  // the q projection
+  bool fp8() const { return dtype_bits(cache) == 8; }
   size_t kv_bytes() const { return size_t(t * (kMlaL + kMlaR) * 2); }
   size_t cache_bytes() const { return size_t(num_pages * page * (kMlaL + kMlaR) * (dtype_bits(cache) / 8)); }
   // Bytes a call must move.
@@ -98,13 +102,16 @@ inline DLTensor mla_tensor(void* data, DLDevice d, DLDataType dt, int ndim, int6
   return x;
 }
 constexpr DLDataType kInt32{kDLInt, 32, 1};
+constexpr float kMlaKScale = 1.0f / 80.0f;  // the FP8 caches' static scale
 
 // The tensors of one call on set s (q rotated in place).
 struct MlaTensors {
-  DLTensor q, kv, w, cs, off, len, pt, cache;
+  DLTensor q, kv, w, cs, off, len, pt, cache, ks;
+  bool has_ks = false;
   MlaTensors(MlaBatch& m, DLDevice d, size_t s) {
     const DLDataType bf16 = dl_from_dtype(DType::kBF16);
-    q = mla_tensor(m.q.data() + s * m.q_stride, d, bf16, 3, m.q_shape);
+    q = mla_tensor(m.q.data() + s * m.q_stride + m.nope * 2, d, bf16, 3, m.q_shape);
+    q.strides = m.q_strides;
     kv = mla_tensor(m.kv.data() + s * m.kv_stride, d, bf16, 2, m.kv_shape);
     w = mla_tensor(m.w.data(), d, bf16, 1, m.w_shape);
     cs = mla_tensor(m.cs.data(), d, dl_from_dtype(DType::kF32), 2, m.cs_shape);
@@ -112,10 +119,13 @@ struct MlaTensors {
     len = mla_tensor(m.len.data(), d, kInt32, 1, m.len_shape);
     pt = mla_tensor(m.pt.data(), d, kInt32, 2, m.pt_shape);
     cache = mla_tensor(m.cache_buf.data() + s * m.cache_stride, d, dl_from_dtype(m.cache), 3, m.cache_shape);
+    static int64_t one[1] = {1};
+    ks = mla_tensor(m.ks.data(), d, dl_from_dtype(DType::kF32), 1, one);
+    has_ks = m.fp8();
   }
   fusednorm_status call(void* stream) {
-    return fusednorm_mla_rope_rmsnorm_quant(&q, nullptr, &kv, &w, &cs, nullptr, &off, &len, &pt, &cache, nullptr,
-                                            nullptr, nullptr, stream);
+    return fusednorm_mla_rope_rmsnorm_quant(&q, nullptr, &kv, &w, &cs, nullptr, &off, &len, &pt, &cache,
+                                            has_ks ? &ks : nullptr, nullptr, nullptr, stream);
   }
 };
 
@@ -125,7 +135,8 @@ inline Run::Result mla_check(Run& run, MlaBatch& m) {
   Run::Result res;
   Device& dev = run.dev;
   const std::vector<int64_t> tokens = Run::sample_rows(m.t, run.o.check_rows);
-  const int64_t n = int64_t(tokens.size()), qrow = m.heads * kMlaR * 2, kvrow = (kMlaL + kMlaR) * 2;
+  // qrow: a token's bytes of the q projection (its heads' nope and rope parts).
+  const int64_t n = int64_t(tokens.size()), qrow = m.heads * (m.nope + kMlaR) * 2, kvrow = (kMlaL + kMlaR) * 2;
   const int64_t crow = (kMlaL + kMlaR) * (dtype_bits(m.cache) / 8);
   res.checked = int(n);
   std::vector<uint8_t> q(size_t(n * qrow)), kv(size_t(n * kvrow)), w(kMlaL * 2), cs(size_t(m.max_pos * kMlaR * 4));
@@ -149,18 +160,23 @@ inline Run::Result mla_check(Run& run, MlaBatch& m) {
       pt[size_t(k * m.max_pages + j)] = int32_t(m.table[size_t(m.seq[size_t(tokens[size_t(k)])] * m.max_pages + j)]);
   }
   std::vector<uint8_t> cache(m.cache_bytes());
-  int64_t qs[3] = {n, m.heads, kMlaR}, kvs[2] = {n, kMlaL + kMlaR}, ws[1] = {kMlaL}, css[2] = {m.max_pos, kMlaR},
+  int64_t qs[3] = {n, m.heads, kMlaR}, qst[3] = {m.heads * (m.nope + kMlaR), m.nope + kMlaR, 1}, kvs[2] = {n, kMlaL + kMlaR}, ws[1] = {kMlaL}, css[2] = {m.max_pos, kMlaR},
           ps[1] = {n}, os[1] = {n + 1}, pts[2] = {n, m.max_pages}, cas[3] = {m.num_pages, m.page, kMlaL + kMlaR};
   const DLDevice host{kDLCPU, 0};
-  DLTensor tq = mla_tensor(q.data(), host, dl_from_dtype(DType::kBF16), 3, qs),
+  const float ks_value = kMlaKScale;
+  int64_t ks_shape[1] = {1};
+  DLTensor tq = mla_tensor(q.data() + m.nope * 2, host, dl_from_dtype(DType::kBF16), 3, qs),
            tkv = mla_tensor(kv.data(), host, dl_from_dtype(DType::kBF16), 2, kvs),
            tw = mla_tensor(w.data(), host, dl_from_dtype(DType::kBF16), 1, ws),
            tcs = mla_tensor(cs.data(), host, dl_from_dtype(DType::kF32), 2, css),
            tpos = mla_tensor(pos.data(), host, kInt32, 1, ps), toff = mla_tensor(off.data(), host, kInt32, 1, os),
            tpt = mla_tensor(pt.data(), host, kInt32, 2, pts),
-           tcache = mla_tensor(cache.data(), host, dl_from_dtype(m.cache), 3, cas);
+           tcache = mla_tensor(cache.data(), host, dl_from_dtype(m.cache), 3, cas),
+           tks = mla_tensor(const_cast<float*>(&ks_value), host, dl_from_dtype(DType::kF32), 1, ks_shape);
+  tq.strides = qst;
   const fusednorm_status st = reference::mla_rope_rmsnorm_quant(&tq, nullptr, &tkv, &tw, &tcs, &tpos, &toff, nullptr,
-                                                                &tpt, &tcache, nullptr, nullptr, nullptr);
+                                                                &tpt, &tcache, m.fp8() ? &tks : nullptr, nullptr,
+                                                                nullptr);
   if (st != FUSEDNORM_SUCCESS) {
     res.ok = false;
     res.error = std::string("reference: ") + fusednorm_status_string(st) + ": " + fusednorm_last_error();
@@ -188,22 +204,24 @@ inline Run::Result mla_check(Run& run, MlaBatch& m) {
 }
 
 // One case: buffers, check, timing, its row of the table.
-inline void mla_case(Run& run, int64_t tokens, int64_t heads, int64_t page, DType cache) {
+inline void mla_case(Run& run, int64_t tokens, int64_t heads, int64_t page, DType cache, int64_t nope) {
   Device& dev = run.dev;
-  MlaBatch m(tokens, heads, page, cache, run.o.seed ^ uint64_t(tokens * 131 + heads * 7 + page));
-  char mode[32];
-  snprintf(mode, sizeof mode, "Hq%" PRId64 " page%" PRId64, heads, page);
+  MlaBatch m(tokens, heads, page, cache, nope, run.o.seed ^ uint64_t(tokens * 131 + heads * 7 + page));
+  char mode[48];
+  if (nope == 0) snprintf(mode, sizeof mode, "Hq%" PRId64 " page%" PRId64, heads, page);
+  else snprintf(mode, sizeof mode, "Hq%" PRId64 " page%" PRId64 " q%" PRId64, heads, page, nope + kMlaR);
   Run::Result r;
-  m.q_stride = round64(m.q_bytes());
+  m.q_stride = round64(m.q_alloc_bytes());
   m.kv_stride = round64(m.kv_bytes());
   m.cache_stride = round64(m.cache_bytes());
   // Sets: enough that the bytes a call touches (not the cache's untouched slots), summed over the
   // sets, exceed rotate_bytes.
   const size_t per_set = m.q_stride + m.kv_stride + m.cache_stride;
-  const size_t touched = m.q_stride + m.kv_stride + size_t(m.t * (kMlaL + kMlaR) * (dtype_bits(cache) / 8));
+  const size_t touched = round64(m.q_bytes()) + m.kv_stride + size_t(m.t * (kMlaL + kMlaR) * (dtype_bits(cache) / 8));
   m.sets = std::min<size_t>(65536, std::max<size_t>(1, (run.rotate_bytes + touched - 1) / touched));
   m.sets = std::min(m.sets, std::max<size_t>(1, size_t(run.o.budget_gib * kGiB / double(per_set))));
   m.q_shape[0] = m.t, m.q_shape[1] = m.heads, m.q_shape[2] = kMlaR;
+  m.q_strides[0] = m.heads * (m.nope + kMlaR), m.q_strides[1] = m.nope + kMlaR, m.q_strides[2] = 1;
   m.kv_shape[0] = m.t, m.kv_shape[1] = kMlaL + kMlaR;
   m.cache_shape[0] = m.num_pages, m.cache_shape[1] = m.page, m.cache_shape[2] = kMlaL + kMlaR;
   m.cs_shape[0] = m.max_pos, m.cs_shape[1] = kMlaR;
@@ -217,13 +235,14 @@ inline void mla_case(Run& run, int64_t tokens, int64_t heads, int64_t page, DTyp
     m.off = Buffer(dev, size_t(m.b + 1) * 4);
     m.len = Buffer(dev, size_t(std::max<int64_t>(m.b, 1)) * 4);
     m.pt = Buffer(dev, size_t(std::max<int64_t>(m.b * m.max_pages, 1)) * 4);
+    m.ks = Buffer(dev, 4);
   } catch (const std::bad_alloc&) {
     fprintf(stderr, "note: skipping mla T=%" PRId64 " %s: allocation failed\n", tokens, mode);
     ++run.skipped;
     ++run.cases_done;
     return;
   }
-  fill_random(dev, m.q.data(), m.sets, m.q_stride, m.t * m.heads, kMlaR, DType::kBF16, run.x_pool, 11);
+  fill_random(dev, m.q.data(), m.sets, m.q_stride, m.t * m.heads, m.nope + kMlaR, DType::kBF16, run.x_pool, 11);
   fill_random(dev, m.kv.data(), m.sets, m.kv_stride, m.t, kMlaL + kMlaR, DType::kBF16, run.x_pool, 12);
   fill_random(dev, m.w.data(), 1, 0, 1, kMlaL, DType::kBF16, run.w_pool, 13);
   dev.fill_bytes(m.cache_buf.data(), 0, m.cache_buf.bytes());
@@ -235,6 +254,7 @@ inline void mla_case(Run& run, int64_t tokens, int64_t heads, int64_t page, DTyp
       cs[size_t(p * kMlaR + 2 * j + 1)] = float(std::sin(theta));
     }
   dev.upload(m.cs.data(), cs.data(), cs.size() * 4);
+  dev.upload(m.ks.data(), &kMlaKScale, 4);
   auto upload_i32 = [&](Buffer& dst, const std::vector<int64_t>& v) {
     std::vector<int32_t> x(v.begin(), v.end());
     if (!x.empty()) dev.upload(dst.data(), x.data(), x.size() * 4);
@@ -268,18 +288,22 @@ inline void mla_case(Run& run, int64_t tokens, int64_t heads, int64_t page, DTyp
     j["sequences"] = m.b;
     j["L"] = kMlaL;
     j["R"] = kMlaR;
+    j["q_nope"] = nope;
+    j["k_scale"] = m.fp8() ? double(kMlaKScale) : 1.0;
   });
 }
 
 inline int mla_case_count(const Options& o) {
-  return int(o.mla_tokens().size() * o.mla_heads.size() * o.mla_pages.size() * o.mla_cache.size());
+  return int(o.mla_tokens().size() * o.mla_heads.size() * o.mla_pages.size() * o.mla_cache.size() *
+             o.mla_q_nope.size());
 }
 
 inline void run_mla_cases(Run& run) {
   for (DType cache : run.o.mla_cache)
     for (int64_t heads : run.o.mla_heads)
       for (int64_t page : run.o.mla_pages)
-        for (int64_t t : run.o.mla_tokens()) mla_case(run, t, heads, page, cache);
+        for (int64_t nope : run.o.mla_q_nope)
+          for (int64_t t : run.o.mla_tokens()) mla_case(run, t, heads, page, cache, nope);
 }
 
 }  // namespace bench

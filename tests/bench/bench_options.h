@@ -92,6 +92,8 @@ struct Options {
   // --ops mla (mla_rope_rmsnorm_quant, bench_mla.h): DeepSeek-V3 shapes.
   std::vector<int64_t> mla_heads{16, 64, 128}, mla_pages{64, 128};
   std::vector<DType> mla_cache{DType::kBF16, DType::k_f8e4m3fn};
+  // q as the last R = 64 of each head's row of a q projection [T, Hq, nope + 64] (0: compact q).
+  std::vector<int64_t> mla_q_nope{0};
   // --tokens where given, else the MLA token counts (--quick: fewer).
   std::vector<int64_t> mla_tokens() const {
     if (set_tokens) return tokens;
@@ -120,6 +122,14 @@ inline bool parse_pos_int(const std::string& s, int64_t* v) {
   if (end == s.c_str() || *end != '\0' || x <= 0) return false;
   *v = x;
   return true;
+}
+
+inline bool parse_nonneg_int(const std::string& s, int64_t* v) {
+  if (s == "0") {
+    *v = 0;
+    return true;
+  }
+  return parse_pos_int(s, v);
 }
 
 inline bool parse_pos_double(const std::string& s, double* v) {
@@ -246,6 +256,9 @@ inline int parse_args(int argc, char** argv, Options* o) {
                  return parse_dtype(s, true, t) ? *t != DType::kI8 : parse_dtype(s, false, t);
                }, "cache dtype"),
                "mla: cache dtypes (bf16, f16, f32, FP8) [bf16,f8e4m3fn]");
+  value_option(app, "--mla-q-nope", "LIST", list_into<int64_t>(&o->mla_q_nope, parse_nonneg_int, "q nope width"),
+               "mla: q is the rope part of a q projection [T, Hq, N + 64] (DeepSeek-V3: N\n"
+               "128), a strided view; 0: q is [T, Hq, 64] alone [0]");
   value_option(app, "--modes", "LIST", list_into<ModeSpec>(&o->modes, parse_mode, "mode"),
                "static,row,group128,group64,group32,residual_row (any mode may take a\n"
                "residual_ prefix) [static,row,group128,residual_row]");
