@@ -392,6 +392,9 @@ fusednorm_status mla_rope_rmsnorm_quant(const MlaCall* call, int32_t device, voi
       mla_access(c.cache, c.num_pages, c.cache_page_stride, cache_bytes, 4 * cache_bytes) == kVectors &&
       mla_access(c.cache, c.page_size, c.cache_slot_stride, cache_bytes, 4 * cache_bytes) == kVectors;
   MlaFastShape f;
+  // The token bound is the grid's (T * f.blocks < 2^31, f.blocks <= 3 at Hq R <= 8192): it binds
+  // only past 700 million tokens (q alone then holds terabytes), so no call that fits in a GPU's
+  // memory picks a kernel by its token count; past it the general kernel writes the same bytes.
   if (mla_fast_shape(c, aligned, &f) && c.tokens <= INT32_MAX / f.blocks) {
     const unsigned threads = unsigned(32 * f.warps);
     const unsigned blocks = unsigned(c.tokens * f.blocks);
