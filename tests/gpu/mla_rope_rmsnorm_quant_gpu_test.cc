@@ -279,7 +279,8 @@ void check_skipped(const MlaSpec& s, const char* what, const std::function<void(
 }
 
 // Both GPU kernels (mla_fast.cuh takes the default spec: bf16, L 512, R 64, interleaved pairs,
-// aligned views; the general kernel takes half-split pairs), int32 and int64 index tensors.
+// aligned views, and with a static scale its two-latent-warp form; the general kernel takes
+// half-split pairs), int32 and int64 index tensors.
 std::vector<MlaSpec> bad_index_specs(bool positions) {
   MlaSpec s;
   s.use_positions = positions;
@@ -289,11 +290,14 @@ std::vector<MlaSpec> bad_index_specs(bool positions) {
   s.cache_lens = {2, 9, 0};
   s.min_max_pos = 64;  // table rows past the page table's reach (max_pages * page_size is at most 16)
   s.seed = 8;
+  MlaSpec scaled = s;  // the fast kernel with two latent warps
+  scaled.cache = DType::k_f8e4m3fnuz;
+  scaled.k_scale = 0.05f;
   MlaSpec general = s;
   general.neox = true;
   general.idx64 = true;
   general.cache = DType::k_f8e4m3fn;
-  return {s, general};
+  return {s, scaled, general};
 }
 
 TEST_CASE("gpu mla: bad index values skip their tokens, counted in invalid_tokens (both kernels)", "[gpu][mla]") {
