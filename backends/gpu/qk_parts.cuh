@@ -47,7 +47,7 @@ struct QkLaunch {
 struct QkAdd {
   __device__ __forceinline__ float operator()(float a, float b) const { return math::add_rn(a, b); }
 };
-// rcp: 1 / the side's divisor where that is an exact power of two (qk_pow2_rcp), else 0: ss * rcp
+// rcp: 1 / the side's divisor where that is an exact power of two (math::pow2_rcp), else 0: ss * rcp
 // is then ss / divisor correctly rounded (subnormal results included), a multiplication instead of
 // a division on the chain every thread of the group waits for.
 struct QkFinish {
@@ -61,11 +61,6 @@ struct QkFinish {
     return qk_inv_rms(*c, *s, ss);
   }
 };
-// 1 / d for d a power of two whose reciprocal is a normal f32 (exact), else 0.
-__device__ __forceinline__ float qk_pow2_rcp(float d) {
-  const uint32_t b = math::bits_of(d), e = b >> 23;  // e > 255 for negative d
-  return (b & 0x7FFFFFu) != 0 || e < 1 || e > 253 ? 0.0f : math::float_of((254u - e) << 23);
-}
 
 constexpr int kQkRegSteps = 4;  // 116 registers with 16-bit inputs, no spill (sm_90a); 8 spilled
 

@@ -130,7 +130,7 @@ __global__ void FN_KERNEL_BOUNDS(kQkMaxBlock, kKind != QkKind::kStats ? 128 : kI
         for (int e = 0; e < n / 2; ++e) part[e] = math::add_rn(part[2 * e], part[2 * e + 1]);
       constexpr bool stats = kKind == QkKind::kStats;
       inv = row_reduce_finish<kGpuWarp, true, true>(part[0], t, T, gib, red[parity], QkAdd(),
-                                                    QkFinish{&c, &s, stats, qk_pow2_rcp(s.divisor)}, inv_of_group[parity]);
+                                                    QkFinish{&c, &s, stats, math::pow2_rcp(s.divisor)}, inv_of_group[parity]);
       if constexpr (stats) {
         if (active && t == 0)
           store_elem<4>(row_at<false>(c.lead, c.stats, row), j, math::encode_f32<false>(inv), sh.access_stats);

@@ -201,7 +201,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
 #pragma unroll
   for (int k = 1; k < kGpuWarp; k *= 2)
     if (k < lanes) v = math::add_rn(v, FN_SHFL_XOR(v, k, kGpuWarp));
-  const QkFinish finish{&c, &s, false, qk_pow2_rcp(s.divisor)};
+  const QkFinish finish{&c, &s, false, math::pow2_rcp(s.divisor)};
   float inv;
   if (T >= kGpuWarp) {
     if (threadIdx.x % kGpuWarp == 0) red[threadIdx.x / kGpuWarp] = v;

@@ -311,6 +311,12 @@ FN_HD float inv_rms_of_mean(float mean, float eps) {
   return (bits_of(d) & kF32AbsMask) >= kF32InfBits ? float_of(kF32CanonicalNaN) : div_rn(1.0f, d);
 }
 FN_HD float inv_rms(float ss, float h, float eps) { return inv_rms_of_mean(div_rn(ss, h), eps); }
+// 1 / d for d a power of two whose reciprocal is a normal f32 (then exact: v * pow2_rcp(d) is the
+// correctly rounded v / d for every v, subnormal results included), else 0.
+FN_HD float pow2_rcp(float d) {
+  const uint32_t b = bits_of(d), e = b >> 23;  // e > 255 for negative d
+  return (b & 0x7FFFFFu) != 0 || e < 1 || e > 253 ? 0.0f : float_of((254u - e) << 23);
+}
 FN_HD float norm_apply(float x, float inv, float gamma) { return mul_rn(mul_rn(x, inv), gamma); }
 
 // Clamp to [-qclamp, qclamp]; NaN passes through (qclamp = +Inf is the identity).

@@ -287,6 +287,18 @@ TEST_CASE("mla: NaN and Inf in q and the latent, FP8 saturation, on every target
     }
 }
 
+TEST_CASE("mla: no q heads (the latent rows only), every target", "[mla][cpu]") {
+  for (DType in : {DType::kBF16, DType::kF32}) {
+    MlaSpec s;
+    s.heads = 0;
+    s.in = in;
+    s.seq_lens = {3, 1};
+    s.cache_lens = {5, 0};
+    s.seed = 4;
+    check_case(s);
+  }
+}
+
 TEST_CASE("mla: results do not depend on the thread count", "[mla][cpu]") {
   MlaSpec s;
   s.heads = 16;
