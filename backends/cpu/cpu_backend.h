@@ -8,7 +8,11 @@
 namespace fusednorm {
 
 void cpu_cast(const CastCall& call);
-void cpu_rmsnorm_quant(const RmsnormQuantCall& call);
+// rmsnorm_quant.cc, compiled once per input dtype (CMakeLists.txt): each unit's rows; the function
+// table's entry picks by call.in_type.
+void cpu_rmsnorm_quant_f32(const RmsnormQuantCall& call);
+void cpu_rmsnorm_quant_f16(const RmsnormQuantCall& call);
+void cpu_rmsnorm_quant_bf16(const RmsnormQuantCall& call);
 void cpu_rmsnorm_fp4(const RmsnormFp4Call& call);
 void cpu_dequantize_fp4(const DequantizeFp4Call& call);
 void cpu_qk_rmsnorm(const QkRmsnormCall& call);  // stats, apply and fused (call.kind)

@@ -29,7 +29,11 @@ fusednorm_status cpu_cast_entry(const CastCall* call, int32_t, void*, char*, siz
   return FUSEDNORM_SUCCESS;
 }
 fusednorm_status cpu_rmsnorm_quant_entry(const RmsnormQuantCall* call, int32_t, void*, char*, size_t) {
-  cpu_rmsnorm_quant(*call);
+  switch (call->in_type) {
+    case DType::kF32: cpu_rmsnorm_quant_f32(*call); break;
+    case DType::kF16: cpu_rmsnorm_quant_f16(*call); break;
+    default: cpu_rmsnorm_quant_bf16(*call); break;  // validation admits no other input
+  }
   return FUSEDNORM_SUCCESS;
 }
 fusednorm_status cpu_mla_entry(const MlaCall* call, int32_t, void*, char*, size_t) {

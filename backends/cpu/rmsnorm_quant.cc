@@ -1,7 +1,13 @@
-// Compiled once per Highway target (foreach_target.h re-includes this file), then once more
-// with HWY_ONCE for the dispatch table and the oneTBB driver.
 // rmsnorm_quant on the CPU: per row the residual add and canonical sum of squares (rows-inl.h),
 // then per unit (row or group) the y pass with |y| max, the scale (shared math), the codes.
+// Compiled once per input dtype, so that the dtypes' kernels compile in parallel: CMakeLists.txt
+// generates a unit for each that defines FUSEDNORM_CPU_IN (f32, f16, bf16) and FUSEDNORM_CPU_IN_T
+// (InF32, InF16, InBF16) and includes this file. Each unit: once per Highway target
+// (foreach_target.h re-includes this file), then once more with HWY_ONCE for the dispatch table
+// and the oneTBB driver, cpu_rmsnorm_quant_<FUSEDNORM_CPU_IN> (cpu_backend.h).
+#if !defined(FUSEDNORM_CPU_IN) || !defined(FUSEDNORM_CPU_IN_T)
+#error "backends/cpu/rmsnorm_quant.cc is compiled through the units CMakeLists.txt generates"
+#endif
 
 #include <math.h>
 #include <string.h>
@@ -211,17 +217,13 @@ void RmsnormQuantRowsIn(const RmsnormQuantCall& c, int64_t row_begin, int64_t ro
   }
 }
 
-void RmsnormQuantRows(const RmsnormQuantCall& c, int64_t row_begin, int64_t row_end, uint64_t call_id) {
+// This unit's input dtype (static: each unit has its own).
+static void RmsnormQuantRows(const RmsnormQuantCall& c, int64_t row_begin, int64_t row_end, uint64_t call_id) {
   bool g_finite = false;
   const float* g = CallGamma(c.w_type, c.norm == FUSEDNORM_NORM_RMS ? c.weight : nullptr, c.weight_offset, c.h, call_id,
                              c.mode == FUSEDNORM_SCALE_STATIC ? &g_finite : nullptr);
-  switch (c.in_type) {
-    case DType::kF32: return RmsnormQuantRowsIn<InF32>(c, row_begin, row_end, g, g_finite);
-    case DType::kF16: return RmsnormQuantRowsIn<InF16>(c, row_begin, row_end, g, g_finite);
-    default: return RmsnormQuantRowsIn<InBF16>(c, row_begin, row_end, g, g_finite);
-  }
+  RmsnormQuantRowsIn<FUSEDNORM_CPU_IN_T>(c, row_begin, row_end, g, g_finite);
 }
-
 
 }  // namespace HWY_NAMESPACE
 }  // namespace fusednorm
@@ -235,7 +237,8 @@ namespace fusednorm {
 
 HWY_EXPORT(RmsnormQuantRows);
 
-void cpu_rmsnorm_quant(const RmsnormQuantCall& call) {
+// cpu_rmsnorm_quant_f32, _f16 or _bf16.
+void HWY_CONCAT(cpu_rmsnorm_quant_, FUSEDNORM_CPU_IN)(const RmsnormQuantCall& call) {
   if (call.h == 0) return;
   const uint64_t call_id = next_call_id();
   parallel_rows(call.lead.rows, block_rows(call.lead.rows, call.h),
