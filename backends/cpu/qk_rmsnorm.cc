@@ -155,7 +155,9 @@ void QkSideRows(const QkRmsnormCall& c, const QkSide& s, int j, int64_t r0, int6
     // Every group's sum, then every inv (independent divisions and square roots, which
     // pipeline; Lanes at a time for heads), then the apply pass: one head's latency does not wait
     // for another's.
-#if HWY_TARGET != HWY_SCALAR
+#if HWY_TARGET == HWY_SCALAR
+    (void)head_sums;  // HeadSumsFit is false there
+#else
     if (head_sums) {
       for (int64_t h = 0; h < groups; h += n) hn::Store(QkInvRms(c, s, HeadSums<InT>(x, s.group, groups, h)), DF(), inv + h);
     } else

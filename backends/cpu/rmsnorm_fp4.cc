@@ -63,7 +63,7 @@ HWY_INLINE void StorePackedFp4x4(VU c0, VU c1, VU c2, VU c3, char* out) {
 // its NaN select.
 template <bool kNoNaN>
 HWY_NOINLINE void EncodeFp4Row(const float* y, const float* r, int64_t h, int64_t block, char* out,
-                               const NextRow& next) {
+                               NextRow next) {
   const DF df;
   const int64_t n = int64_t(hn::Lanes(df));
   int64_t i = 0;
@@ -102,7 +102,7 @@ HWY_INLINE VU PairMax(VU lo, VU hi) {
 // maxima in block order; blocks past the row are zero leaves. Integer maxima: order-free.
 template <class InT>
 HWY_NOINLINE void YBlockMax(const char* x, const float* g, VF inv, float* y, int64_t h, int64_t block, uint32_t* amax,
-                            const NextRow& next) {
+                            NextRow next) {
   const DF df;
   const DU du;
   const DI di;

@@ -55,7 +55,7 @@ HWY_INLINE VF ClampSym(VF v, VF lo, VF hi) {
 // encoder's saturation threshold).
 template <class OutT, bool kNoNaN, bool kSat, bool kClamp>
 HWY_INLINE void EncodeUnit(const float* y, float rcp, float qclamp, char* out, int64_t begin, int64_t end,
-                           const NextRow& next) {
+                           NextRow next) {
   const DF df;
   const int64_t n = int64_t(hn::Lanes(df));
   const VF vr = hn::Set(df, rcp), hi = hn::Set(df, qclamp), lo = hn::Set(df, -qclamp);
@@ -83,7 +83,7 @@ HWY_INLINE void EncodeUnit(const float* y, float rcp, float qclamp, char* out, i
 // above: a NaN or Inf in y).
 template <class OutT>
 HWY_INLINE void EncodeUnitAny(uint32_t amax, bool clamp, const float* y, float rcp, float qclamp, char* out,
-                              int64_t begin, int64_t end, const NextRow& next) {
+                              int64_t begin, int64_t end, NextRow next) {
   const uint32_t rcp_abs = math::bits_of(rcp) & math::kF32AbsMask;
   if (amax < math::kF32InfBits && rcp_abs < math::kF32InfBits) {
     // Finite y times a finite rcp: no y * rcp is NaN. Rounding is monotonic and symmetric, so
@@ -104,7 +104,7 @@ HWY_INLINE void EncodeUnitAny(uint32_t amax, bool clamp, const float* y, float r
 // The encode pass of a row in units (see YAbsMaxUnits), unit k with multiplier rcp[k].
 template <class OutT>
 HWY_NOINLINE void EncodeUnits(const float* y, const float* rcp, const uint32_t* amax, bool clamp, float qclamp,
-                              char* out, int64_t h, int64_t unit, const NextRow& next) {
+                              char* out, int64_t h, int64_t unit, NextRow next) {
   for (int64_t b = 0, k = 0; b < h; b += unit, ++k)
     EncodeUnitAny<OutT>(amax[k], clamp, y, rcp[k], qclamp, out, b, b + unit, next);
 }
@@ -117,7 +117,7 @@ HWY_NOINLINE void EncodeUnits(const float* y, const float* rcp, const uint32_t* 
 // any large value does).
 template <class InT, class OutT, bool kNoNaN>
 HWY_NOINLINE void StaticRow(const char* x, const float* g, VF inv, float rcp_s, bool clamp, float qclamp, char* out,
-                            int64_t h, const NextRow& next) {
+                            int64_t h, NextRow next) {
   const DF df;
   const int64_t n = int64_t(hn::Lanes(df));
   const VF rcp = hn::Set(df, rcp_s), hi = hn::Set(df, qclamp), lo = hn::Set(df, -qclamp);

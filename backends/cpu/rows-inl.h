@@ -276,7 +276,9 @@ HWY_INLINE VI AbsMaxAcc(VI m, VF y) {
 // Software prefetch (into L2) of the row(s) that the next row's first pass reads: the y pass
 // asks for the first half of their bytes and the encode pass for the second half, each in step
 // with its own progress over [0, h), so that the misses spread over the whole row and the first
-// pass of the next row finds its data in cache.
+// pass of the next row finds its data in cache. Passes take it by value: a copy whose fields stay
+// in registers (through a reference, any store of the pass's outputs might alias it, and its
+// fields were loaded again at every step).
 struct NextRow {
   const char* p0 = nullptr;  // the next row's input (null: nothing to prefetch)
   const char* p1 = nullptr;  // its residual, or null
@@ -289,10 +291,11 @@ struct NextRow {
       if (p1 != nullptr) __builtin_prefetch(p1 + b, 0, 2);
     }
   }
-  // The pass has reached elements [i, j) of the current row.
-  HWY_INLINE void First(int64_t i, int64_t j) const { Range(i * elem_bytes / 2, j * elem_bytes / 2); }
+  // The pass has reached elements [i, j) of the current row (0 <= i <= j: shifts, not the
+  // divisions of signed values that the loops would otherwise pay at every step).
+  HWY_INLINE void First(int64_t i, int64_t j) const { Range((i * elem_bytes) >> 1, (j * elem_bytes) >> 1); }
   HWY_INLINE void Second(int64_t i, int64_t j) const {
-    Range(bytes / 2 + i * elem_bytes / 2, bytes / 2 + j * elem_bytes / 2);
+    Range((bytes >> 1) + ((i * elem_bytes) >> 1), (bytes >> 1) + ((j * elem_bytes) >> 1));
   }
 };
 
@@ -300,7 +303,7 @@ struct NextRow {
 // gives for x = g = 0); returns the max of bits(y) & 0x7FFFFFFF over [begin, end).
 template <class InT>
 HWY_INLINE uint32_t YAbsMax(const char* x, const float* g, VF inv, float* y, int64_t begin, int64_t end,
-                            const NextRow& next) {
+                            NextRow next) {
   const DF df;
   const DI di;
   const int64_t n = int64_t(hn::Lanes(df));
@@ -328,7 +331,7 @@ HWY_INLINE uint32_t YAbsMax(const char* x, const float* g, VF inv, float* y, int
 // amax[k] = the max of bits(|y|) & 0x7FFFFFFF over unit k.
 template <class InT>
 HWY_NOINLINE void YAbsMaxUnits(const char* x, const float* g, VF inv, float* y, int64_t h, int64_t unit,
-                               uint32_t* amax, const NextRow& next) {
+                               uint32_t* amax, NextRow next) {
   for (int64_t b = 0, k = 0; b < h; b += unit, ++k) amax[k] = YAbsMax<InT>(x, g, inv, y, b, b + unit, next);
 }
 

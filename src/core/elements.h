@@ -19,7 +19,7 @@ inline uint32_t load_code(DType t, const char* row, int64_t i) {
   }
 }
 
-inline void store_code(DType t, char* row, int64_t i, uint32_t code) {
+FN_HD void store_code(DType t, char* row, int64_t i, uint32_t code) {
   switch (dtype_bits(t)) {
     case 32: memcpy(row + 4 * i, &code, 4); break;
     case 16: { const uint16_t u = uint16_t(code); memcpy(row + 2 * i, &u, 2); break; }
@@ -32,7 +32,7 @@ inline void store_code(DType t, char* row, int64_t i, uint32_t code) {
   }
 }
 
-inline float decode(DType t, uint32_t c) {
+FN_HD float decode(DType t, uint32_t c) {
   switch (t) {
     case DType::kF32: return math::decode_f32(c);
     case DType::kF16: return math::decode_f16(c);

@@ -9,6 +9,13 @@
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
 #define FN_HD __host__ __device__ __forceinline__
+#elif defined(__GNUC__)
+// Always inlined on the host too: the CPU backend calls these from Highway's per-target code
+// (AVX2, AVX-512), and an out-of-line copy is compiled for the baseline target, in legacy SSE
+// encoding. An SSE instruction executed while the upper halves of the vector registers are dirty
+// is a state transition: ~170 ns each on the development VM (tests/cpu/sse_transitions.py, the
+// test that the library holds no such call).
+#define FN_HD inline __attribute__((always_inline))
 #else
 #define FN_HD inline
 #endif
