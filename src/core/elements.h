@@ -1,5 +1,7 @@
 // Scalar element access by run-time dtype, built on the shared math: decode any fusednorm dtype
-// to f32 and encode f32 to any dtype. Host code only (the reference, scalar tails, tests).
+// to f32 and encode f32 to any dtype. Host code only (the reference, scalar tails, tests); always
+// inlined where they compute in floating point (FN_HD: the CPU backend's AVX code must not call
+// legacy-SSE code, tests/cpu/sse_transitions.py).
 #pragma once
 
 #include <string.h>
@@ -49,7 +51,7 @@ FN_HD float decode(DType t, uint32_t c) {
 
 // kKeepNanSign: see MiniFloat::encode. e8m0_up picks enc_e8m0_up over enc_e8m0_rn.
 template <bool kKeepNanSign>
-inline uint32_t encode(DType t, float v, bool e8m0_up = false) {
+FN_HD uint32_t encode(DType t, float v, bool e8m0_up = false) {
   switch (t) {
     case DType::kF32: return math::encode_f32<kKeepNanSign>(v);
     case DType::kF16: return math::encode_f16<kKeepNanSign>(v);

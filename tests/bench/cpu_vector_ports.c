@@ -1,0 +1,45 @@
+/* The CPU's vector throughput, for the instruction bound of the CPU backend's row passes
+ * (docs/performance.md, "Known limits"): 512-bit multiplies and integer adds per second with
+ * eight independent chains (throughput), and a dependent chain of 512-bit integer adds (one a
+ * cycle: the core's clock). x86-64 with AVX-512 only.
+ *   cc -O2 -o /tmp/cpu_vector_ports tests/bench/cpu_vector_ports.c && /tmp/cpu_vector_ports
+ */
+#include <stdio.h>
+#include <time.h>
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+#define EIGHT_CHAINS(op)                                                                            \
+  op " %%zmm8,%%zmm0,%%zmm0\n\t" op " %%zmm8,%%zmm1,%%zmm1\n\t" op " %%zmm8,%%zmm2,%%zmm2\n\t" op \
+     " %%zmm8,%%zmm3,%%zmm3\n\t" op " %%zmm8,%%zmm4,%%zmm4\n\t" op " %%zmm8,%%zmm5,%%zmm5\n\t" op  \
+     " %%zmm8,%%zmm6,%%zmm6\n\t" op " %%zmm8,%%zmm7,%%zmm7\n\t"
+#define ONE_CHAIN(op) op " %%zmm8,%%zmm0,%%zmm0\n\t"
+
+#define TIME(label, body)                                                                   \
+  do {                                                                                      \
+    double best = 1e30;                                                                     \
+    for (int round = 0; round < 5; ++round) {                                               \
+      const double t0 = now();                                                              \
+      for (long i = 0; i < n; ++i)                                                          \
+        __asm__ volatile(body ::: "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7"); \
+      const double t = now() - t0;                                                          \
+      if (t < best) best = t;                                                               \
+    }                                                                                       \
+    printf("%-44s %6.2f G instructions/s\n", label, n * 8 / best / 1e9);                    \
+  } while (0)
+
+int main(void) {
+  const long n = 50000000;
+  __asm__ volatile("vpxord %%zmm8,%%zmm8,%%zmm8" ::: "xmm8");
+  TIME("vmulps zmm, 8 independent chains", EIGHT_CHAINS("vmulps"));
+  TIME("vpaddd zmm, 8 independent chains", EIGHT_CHAINS("vpaddd"));
+  TIME("vpaddd zmm, one dependent chain (= GHz)",
+       ONE_CHAIN("vpaddd") ONE_CHAIN("vpaddd") ONE_CHAIN("vpaddd") ONE_CHAIN("vpaddd")
+       ONE_CHAIN("vpaddd") ONE_CHAIN("vpaddd") ONE_CHAIN("vpaddd") ONE_CHAIN("vpaddd"));
+  __asm__ volatile("vzeroupper");
+  return 0;
+}
