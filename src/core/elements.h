@@ -1,7 +1,7 @@
 // Scalar element access by run-time dtype, built on the shared math: decode any fusednorm dtype
-// to f32 and encode f32 to any dtype. Host code only (the reference, scalar tails, tests); always
-// inlined where they compute in floating point (FN_HD: the CPU backend's AVX code must not call
-// legacy-SSE code, tests/cpu/sse_transitions.py).
+// to f32 and encode f32 to any dtype. Host code only (the reference, scalar tails, tests); decode,
+// encode and store_code are always inlined (FN_HD: the CPU backend's AVX code calls them in its
+// tails and must not call legacy-SSE code, tests/cpu/sse_transitions.py).
 #pragma once
 
 #include <string.h>

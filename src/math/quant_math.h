@@ -13,8 +13,8 @@
 // Always inlined on the host too: the CPU backend calls these from Highway's per-target code
 // (AVX2, AVX-512), and an out-of-line copy is compiled for the baseline target, in legacy SSE
 // encoding. An SSE instruction executed while the upper halves of the vector registers are dirty
-// is a state transition: ~170 ns each on the development VM (tests/cpu/sse_transitions.py, the
-// test that the library holds no such call).
+// is a state transition: 170-194 ns each on the development VM (tests/bench/cpu_vector_ports.c
+// measures it; tests/cpu/sse_transitions.py is the test that the library holds no such call).
 #define FN_HD inline __attribute__((always_inline))
 #else
 #define FN_HD inline

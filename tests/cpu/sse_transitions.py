@@ -5,7 +5,7 @@ Highway compiles the CPU backend once per target; the AVX2 and AVX-512 copies us
 encodings. A function they call out of line that was compiled for the baseline target (the shared
 scalar math of src/math, core/elements.h) is in legacy SSE encoding, and its first SSE
 instruction, while the upper halves of the vector registers are dirty, is a state transition:
-about 170 ns on the development VM (a 1 x 64 x 8192 group-128 call went from 0.18 to 0.93 ms when
+170-194 ns on the development VM (tests/bench/cpu_vector_ports.c; a 1 x 64 x 8192 group-128 call went from 0.18 to 0.93 ms when
 math::dynamic_scale stopped being inlined). So the shared math is always inlined on the host
 (FN_HD, src/math/quant_math.h), and this test reads the disassembly of libfusednorm.so
 (objdump -d) and fails naming every direct call from an AVX2 / AVX-512 function
