@@ -349,18 +349,26 @@ __global__ void verify_pair_kernel(uint64_t base, uint64_t n, unsigned long long
 }
 
 // The same check for the kernels' e2m1 encoders: branch-free (math::encode_f4e2m1_sel) on every
-// input, float arithmetic (math::encode_f4e2m1_num) on every non-NaN input. Each side out of line,
-// so that the compiler cannot fold the comparison (the two compute the same expressions).
+// input, float arithmetic (math::encode_f4e2m1_num) on every non-NaN input, and
+// math::f4e2m1_small_low (its low byte the magnitude code, bits 3-7 clear) on every |v| < 7. Each
+// side out of line, so that the compiler cannot fold the comparison (they compute the same
+// expressions).
 inline __device__ __noinline__ uint32_t f4_sel_out_of_line(float v) { return math::encode_f4e2m1_sel(v); }
 inline __device__ __noinline__ uint32_t f4_num_out_of_line(float v) { return math::encode_f4e2m1_num(v); }
+inline __device__ __noinline__ uint32_t f4_small_out_of_line(float v) { return math::f4e2m1_small_low(v); }
 inline __device__ __noinline__ uint32_t f4_ref_out_of_line(float v) { return math::f4e2m1::encode<false>(v); }
+__device__ __forceinline__ bool f4_small_differs(uint32_t u, uint32_t want) {
+  if ((u & math::kF32AbsMask) >= math::kF4SmallLimitBits) return false;
+  const uint32_t low = f4_small_out_of_line(math::float_of(u)) & 0xFFu;
+  return (low & 0xF8u) != 0 || (low | ((u >> 28) & 8u)) != want;
+}
 template <int kUnused = 0>
 __global__ void verify_f4_kernel(uint64_t base, uint64_t n, unsigned long long* bad, unsigned int* first) {
   for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) {
     const uint32_t u = uint32_t(base + i);
     const float v = math::float_of(u);
     const uint32_t want = f4_ref_out_of_line(v);
-    if (f4_sel_out_of_line(v) != want || (v == v && f4_num_out_of_line(v) != want)) {
+    if (f4_sel_out_of_line(v) != want || (v == v && f4_num_out_of_line(v) != want) || f4_small_differs(u, want)) {
       atomicAdd(bad, 1ull);
       atomicMin(first, u);
     }

@@ -58,6 +58,20 @@ __device__ __forceinline__ void gpu_allow_next_grid() {}
 // f16 bits to f32 (fpext: v_cvt_f32_f16): exact for every finite f16, keeps Inf, a NaN stays a
 // NaN, as on CUDA.
 __device__ __forceinline__ float gpu_f16_to_f32(uint16_t h) { return static_cast<float>(__builtin_bit_cast(_Float16, h)); }
+// PTX's prmt.b32 (default mode) in portable code: byte i of the result is byte (n & 7) of {b, a}
+// (a's bytes 0-3, b's 4-7) for nibble n = (s >> 4i) & 15, or with n & 8 that byte's bit 7 copied
+// to all eight bits.
+__device__ __forceinline__ uint32_t gpu_prmt(uint32_t a, uint32_t b, uint32_t s) {
+  const uint64_t x = (uint64_t(b) << 32) | a;
+  uint32_t d = 0;
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t n = (s >> (4 * i)) & 15u;
+    uint32_t byte = uint32_t(x >> (8 * (n & 7u))) & 0xFFu;
+    if (n & 8u) byte = (byte & 0x80u) != 0 ? 0xFFu : 0u;
+    d |= byte << (8 * i);
+  }
+  return d;
+}
 // HIP's __fsqrt_rn is not correctly rounded (HIP 5.2 and clang's own HIP headers through 19 map it
 // to __ocml_native_sqrt_f32, i.e. v_sqrt_f32, 1 ulp); numerics.md wants every operation correctly
 // rounded. math::sqrt_rn calls __fsqrt_rn unqualified from namespace fusednorm::math, so this
@@ -230,6 +244,13 @@ __device__ __forceinline__ int32_t gpu_f32_to_s8_sat(float v) {
   int32_t q;
   asm("cvt.rni.sat.s8.f32 %0, %1;" : "=r"(q) : "f"(v));
   return q;
+}
+// Byte permute (PRMT): byte i of the result is byte (n & 7) of {b, a} (a's bytes 0-3, b's 4-7) for
+// nibble n = (s >> 4i) & 15, or with n & 8 that byte's bit 7 copied to all eight bits.
+__device__ __forceinline__ uint32_t gpu_prmt(uint32_t a, uint32_t b, uint32_t s) {
+  uint32_t d;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(s));
+  return d;
 }
 // max(a, b) that returns the canonical NaN if either is a NaN (sm_80+, FMNMX.NAN).
 __device__ __forceinline__ float gpu_max_nan(float a, float b) {

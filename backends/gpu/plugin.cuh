@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backends/gpu/encode.cuh"
+#include "backends/gpu/fp4_encode.cuh"
 #include "backends/gpu/gpu_runtime.h"
 #include "backends/gpu/host.cuh"
 #include "backends/gpu/kernel_table.cuh"
@@ -180,6 +181,7 @@ fusednorm_status plugin_verify_encoders(int32_t device, char* msg, size_t n) {
   if (st == FUSEDNORM_SUCCESS) st = verify_one(&verify_pair_kernel<DType::kBF16>, "bf16 pairs", bad, first, msg, n);
   if (st == FUSEDNORM_SUCCESS) st = verify_one(&verify_pair_kernel<DType::kF16>, "f16 pairs", bad, first, msg, n);
   if (st == FUSEDNORM_SUCCESS) st = verify_one(&verify_f4_kernel<>, "f4e2m1 (branch-free)", bad, first, msg, n);
+  if (st == FUSEDNORM_SUCCESS) st = verify_one(&verify_f4_pack_kernel<>, "f4e2m1 (8 packed, |v| < 7)", bad, first, msg, n);
   (void)gpuFree(mem);
   return st;
 }

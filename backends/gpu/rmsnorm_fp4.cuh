@@ -178,7 +178,8 @@ __global__ void FN_KERNEL_BOUNDS(kMaxBlockThreads / 2, kSteps <= 4 ? kFp4Regs4 :
     // The codes of step s from its y and multiplier, stored.
     const auto store_codes = [&](int s, const float y[kFp4Vec], float r, uint32_t amax) {
       const int32_t e = s * P + kFp4Vec * tl;
-      const uint32_t w = pack_fp4<kFp4Vec>(y, r, amax < math::kF32InfBits && fabsf(r) < INFINITY);
+      const uint32_t w = pack_fp4<kFp4Vec>(y, r, amax < math::kF32InfBits && fabsf(r) < INFINITY,
+                                                  fp4_block_small(amax, r));
       char* p = out_row + e / 2;
       if (kFast || acc.out == kVectors) {
         FN_STORE_GLOBAL(reinterpret_cast<uint32_t*>(p), w);

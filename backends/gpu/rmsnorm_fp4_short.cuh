@@ -32,7 +32,8 @@ __device__ __forceinline__ void fp4_short_encode(const RmsnormFp4Call& c, const 
   const math::BlockScale bs = block_scale<kBlock>(amax, gs);
   if (!store) return;
   if (t % kLanes == 0) *fp4_scale_ptr(c.lead, c.scales, c.swizzled, c.swizzle_tiles, row, e / kBlock) = char(bs.code);
-  const uint32_t w = pack_fp4<kFp4Vec>(y, bs.r, amax < math::kF32InfBits && fabsf(bs.r) < INFINITY);
+  const uint32_t w = pack_fp4<kFp4Vec>(y, bs.r, amax < math::kF32InfBits && fabsf(bs.r) < INFINITY,
+                                          fp4_block_small(amax, bs.r));
   FN_STORE_GLOBAL(reinterpret_cast<uint32_t*>(row_at<true>(c.lead, c.out, row) + e / 2), w);
 }
 

@@ -178,8 +178,8 @@ __global__ void FN_KERNEL_BOUNDS(kRowThreads, kS <= 4 ? kFp4WideRegs : 128)
         const int32_t k = (s * P + e0) / kBlock;
         scale_row[c.swizzled ? int32_t(math::fp4_swizzled_block_offset(k)) : k] = char(bs.code);
       }
-      const bool num = amax < math::kF32InfBits && fabsf(bs.r) < INFINITY;
-      const uint32_t lo = pack_fp4<kV / 2>(y, bs.r, num), hi = pack_fp4<kV / 2>(y + kV / 2, bs.r, num);
+      const bool num = amax < math::kF32InfBits && fabsf(bs.r) < INFINITY, small = fp4_block_small(amax, bs.r);
+      const uint32_t lo = pack_fp4<kV / 2>(y, bs.r, num, small), hi = pack_fp4<kV / 2>(y + kV / 2, bs.r, num, small);
       FN_STORE_GLOBAL(reinterpret_cast<uint2*>(out_p + s * (P / 2)), make_uint2(lo, hi));
     }
     // A swizzled layout's padding: blocks past H/block of a real row, every block of a padding row.
