@@ -359,7 +359,7 @@ inline __device__ __noinline__ uint32_t f4_small_out_of_line(float v) { return m
 inline __device__ __noinline__ uint32_t f4_ref_out_of_line(float v) { return math::f4e2m1::encode<false>(v); }
 __device__ __forceinline__ bool f4_small_differs(uint32_t u, uint32_t want) {
   if ((u & math::kF32AbsMask) >= math::kF4SmallLimitBits) return false;
-  const uint32_t low = f4_small_out_of_line(math::float_of(u)) & 0xFFu;
+  const uint32_t low = f4_small_out_of_line(math::float_of(u & math::kF32AbsMask)) & 0xFFu;
   return (low & 0xF8u) != 0 || (low | ((u >> 28) & 8u)) != want;
 }
 template <int kUnused = 0>

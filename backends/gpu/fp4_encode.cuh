@@ -38,29 +38,70 @@ __device__ __forceinline__ uint32_t fp4_nibble(uint32_t low3, uint32_t sh) {
 #endif
 }
 
-// Eight e2m1 codes of p[0..7], every |p| < 7 (so no NaN), in one word, element j in bits 4j ..
-// 4j+3. The magnitude codes are math::f4e2m1_small_low's low bytes (bits 3-7 clear), put in pairs
-// (code(2k) + (code(2k+1) << 4): no carry) and the pairs' low bytes gathered by byte permutes; the
-// signs are gathered as sign-replicated bytes (the permute's sign mode: 0xFF where bit 31 of p is
-// set), the even elements' in one word and the odd elements' in another, and merged into bits 3
-// and 7 of each byte. 15 instructions for the eight beyond the encoders' own (where the sign's
-// shift, a bit select and a shift-add a value took 24), and no clamp to 6.
-__device__ __forceinline__ uint32_t pack_fp4_small8(const float p[8]) {
+// Eight e2m1 codes of y[0..7] × r, where r >= +0 (sign bit clear) and every |y × r| < 7 (so no
+// NaN), in one word, element j in bits 4j .. 4j+3. The magnitude codes are those of |y| × r (the
+// product's sign bit taken off by an operand modifier; y × r has y's sign as r's sign bit is
+// clear), math::f4e2m1_small_low's low bytes (bits 3-7 clear), put in pairs (code(2k) +
+// (code(2k+1) << 4): no carry) and the pairs' low bytes gathered by byte permutes; the signs of y
+// are gathered as sign-replicated bytes (the permute's sign mode: 0xFF where bit 31 is set), the
+// even elements' in one word and the odd elements' in another, and merged into bits 3 and 7 of
+// each byte. The encoder takes 5 instructions a value (the product, a maximum, a mask, an FMA and a
+// shift-add) and the packing 15 for the eight, where the clamped encoder with a sign select and
+// a shift-add a value took 10 a value.
+__device__ __forceinline__ uint32_t pack_fp4_small8(const float y[8], float r) {
   uint32_t q[4];
 #pragma unroll
-  for (int k = 0; k < 4; ++k) q[k] = math::f4e2m1_small_low(p[2 * k]) + (math::f4e2m1_small_low(p[2 * k + 1]) << 4);
+  for (int k = 0; k < 4; ++k)
+    q[k] = math::f4e2m1_small_low(math::mul_rn(fabsf(y[2 * k]), r)) +
+           (math::f4e2m1_small_low(math::mul_rn(fabsf(y[2 * k + 1]), r)) << 4);
   const uint32_t codes = gpu_prmt(gpu_prmt(q[0], q[1], 0x40u), gpu_prmt(q[2], q[3], 0x40u), 0x5410u);
   using math::bits_of;
-  const uint32_t even = gpu_prmt(gpu_prmt(bits_of(p[0]), bits_of(p[2]), 0xFBu),
-                                 gpu_prmt(bits_of(p[4]), bits_of(p[6]), 0xFBu), 0x5410u);
-  const uint32_t odd = gpu_prmt(gpu_prmt(bits_of(p[1]), bits_of(p[3]), 0xFBu),
-                                gpu_prmt(bits_of(p[5]), bits_of(p[7]), 0xFBu), 0x5410u);
+  const uint32_t even = gpu_prmt(gpu_prmt(bits_of(y[0]), bits_of(y[2]), 0xFBu),
+                                 gpu_prmt(bits_of(y[4]), bits_of(y[6]), 0xFBu), 0x5410u);
+  const uint32_t odd = gpu_prmt(gpu_prmt(bits_of(y[1]), bits_of(y[3]), 0xFBu),
+                                gpu_prmt(bits_of(y[5]), bits_of(y[7]), 0xFBu), 0x5410u);
   return codes | (((even & 0x0F0F0F0Fu) | (odd & 0xF0F0F0F0u)) & 0x88888888u);
 }
 
+// verify_encoders' check of pack_fp4_small8 (the packing and the signs; the encoder itself is
+// verify_f4_kernel's), with r = 1: input u with |u| < 7 sits at position 0, and position j at
+// magnitude bits (|u| + j·K) mod bits(7) with sign u's sign xor bit 0 of j xor bit 2 of j, so that
+// over all u every position sees every magnitude below 7 with both signs. The word must equal the
+// shared encoder's codes put in their nibbles. (r != 1 changes only the products, which are IEEE
+// multiplications.)
+inline __device__ __noinline__ uint32_t f4_pack8_out_of_line(const float (&y)[8], float r) { return pack_fp4_small8(y, r); }
+template <int kUnused = 0>
+__global__ void verify_f4_pack_kernel(uint64_t base, uint64_t n, unsigned long long* bad, unsigned int* first) {
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) {
+    const uint32_t u = uint32_t(base + i), a = u & math::kF32AbsMask;
+    if (a >= math::kF4SmallLimitBits) continue;
+    float y[8];
+    uint32_t want = 0;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      uint32_t aj = a + uint32_t(j) * 0x01234567u;
+      if (aj >= math::kF4SmallLimitBits) aj -= math::kF4SmallLimitBits;
+      const uint32_t sj = ((u >> 31) ^ uint32_t(j) ^ (uint32_t(j) >> 2)) & 1u;
+      y[j] = math::float_of(aj | (sj << 31));
+      want |= f4_ref_out_of_line(y[j]) << (4 * j);
+    }
+    if (f4_pack8_out_of_line(y, 1.0f) != want) {
+      atomicAdd(bad, 1ull);
+      atomicMin(first, u);
+    }
+  }
+}
+
+// pack_fp4's `small` for a block of maximum amax (bits) and multiplier r: t = rn(amax × r) has
+// bits below 7's, that is t is +0 or positive and below 7. That bounds every |rn(y × r)| of the
+// block by t (rounding is monotonic), and it is false for a NaN or infinite amax or r and for an r
+// with its sign bit set (t is then negative, -0 or NaN), so r >= +0 as pack_fp4_small8 wants.
+__device__ __forceinline__ bool fp4_block_small(uint32_t amax, float r) {
+  return math::bits_of(math::mul_rn(math::float_of(amax), r)) < math::kF4SmallLimitBits;
+}
+
 // kVec e2m1 codes of v × r in one word, element j in bits 4j .. 4j+3 (element 2k in the low nibble
-// of byte k). Where every |v × r| < 7 (`small`: rn(amax × |r|) < 7, which is false for a NaN or
-// infinite amax or r, and bounds every |rn(v × r)| as rounding is monotonic) pack_fp4_small8;
+// of byte k). Where every |v × r| < 7 and r >= +0 (`small`, fp4_block_small) pack_fp4_small8;
 // else where no v × r can be NaN (`num`: the block's y are finite, so its amax is below Inf's bits,
 // and r is finite) the float-arithmetic encoder; else the branch-free one (all proven equal to the
 // shared one by verify_encoders).
@@ -69,10 +110,7 @@ __device__ __forceinline__ uint32_t pack_fp4(const float v[kVec], float r, bool 
   uint32_t w = 0;
   if (small) {
     static_assert(kVec == 8, "pack_fp4_small8 packs 8 values");
-    float p[kVec];
-#pragma unroll
-    for (int j = 0; j < kVec; ++j) p[j] = math::mul_rn(v[j], r);
-    w = pack_fp4_small8(p);
+    w = pack_fp4_small8(v, r);
   } else if (num) {
     // encode_f4e2m1_num, nibble by nibble: the code's low 3 bits and the sign merged by one bit
     // select, the clean nibble added into place (a shift-add).
@@ -87,39 +125,6 @@ __device__ __forceinline__ uint32_t pack_fp4(const float v[kVec], float r, bool 
     for (int j = 0; j < kVec; ++j) w |= math::encode_f4e2m1_sel(math::mul_rn(v[j], r)) << (4 * j);
   }
   return w;
-}
-
-// verify_encoders' check of pack_fp4_small8 (the packing and the signs; the encoder itself is
-// verify_f4_kernel's): input u with |u| < 7 sits at position 0, and position j at magnitude bits
-// (|u| + j·K) mod bits(7) with sign u's sign xor bit 0 of j xor bit 2 of j, so that over all u
-// every position sees every magnitude below 7 with both signs. The word must equal the shared
-// encoder's codes put in their nibbles.
-inline __device__ __noinline__ uint32_t f4_pack8_out_of_line(const float (&p)[8]) { return pack_fp4_small8(p); }
-template <int kUnused = 0>
-__global__ void verify_f4_pack_kernel(uint64_t base, uint64_t n, unsigned long long* bad, unsigned int* first) {
-  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) {
-    const uint32_t u = uint32_t(base + i), a = u & math::kF32AbsMask;
-    if (a >= math::kF4SmallLimitBits) continue;
-    float p[8];
-    uint32_t want = 0;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      uint32_t aj = a + uint32_t(j) * 0x01234567u;
-      if (aj >= math::kF4SmallLimitBits) aj -= math::kF4SmallLimitBits;
-      const uint32_t sj = ((u >> 31) ^ uint32_t(j) ^ (uint32_t(j) >> 2)) & 1u;
-      p[j] = math::float_of(aj | (sj << 31));
-      want |= f4_ref_out_of_line(p[j]) << (4 * j);
-    }
-    if (f4_pack8_out_of_line(p) != want) {
-      atomicAdd(bad, 1ull);
-      atomicMin(first, u);
-    }
-  }
-}
-
-// pack_fp4's `small` for a block of maximum amax (bits) and multiplier r.
-__device__ __forceinline__ bool fp4_block_small(uint32_t amax, float r) {
-  return fabsf(math::mul_rn(math::float_of(amax), r)) < math::float_of(math::kF4SmallLimitBits);
 }
 
 // The |y| maximum of a block (the exact amax of numerics.md, as bits): this thread's kN values,

@@ -55,6 +55,9 @@ __device__ __forceinline__ void gpu_launder(int& v) { asm volatile("" : "+v"(v))
 __device__ __forceinline__ void gpu_prefetch_l1(const void*) {}
 __device__ __forceinline__ void gpu_wait_for_previous_grid() {}
 __device__ __forceinline__ void gpu_allow_next_grid() {}
+// A barrier of row `row`'s threads (see the CUDA one); here the whole block's, which every row's
+// threads reach as often.
+__device__ __forceinline__ void gpu_row_barrier(int, int) { __syncthreads(); }
 // f16 bits to f32 (fpext: v_cvt_f32_f16): exact for every finite f16, keeps Inf, a NaN stays a
 // NaN, as on CUDA.
 __device__ __forceinline__ float gpu_f16_to_f32(uint16_t h) { return static_cast<float>(__builtin_bit_cast(_Float16, h)); }
@@ -244,6 +247,12 @@ __device__ __forceinline__ int32_t gpu_f32_to_s8_sat(float v) {
   int32_t q;
   asm("cvt.rni.sat.s8.f32 %0, %1;" : "=r"(q) : "f"(v));
   return q;
+}
+// A barrier of the `count` threads of row `row` of a block (whole warps; rows 0 .. 14): named
+// barrier 1 + row, so that rows sharing a block do not wait for each other (barrier 0 is
+// __syncthreads').
+__device__ __forceinline__ void gpu_row_barrier(int row, int count) {
+  asm volatile("bar.sync %0, %1;" ::"r"(row + 1), "r"(count) : "memory");
 }
 // Byte permute (PRMT): byte i of the result is byte (n & 7) of {b, a} (a's bytes 0-3, b's 4-7) for
 // nibble n = (s >> 4i) & 15, or with n & 8 that byte's bit 7 copied to all eight bits.

@@ -120,8 +120,11 @@ __device__ __forceinline__ float thread_sum_squares(const uint32_t (&raw)[kSteps
 // past the row's warps; every thread of the block must call this. !kOnce: every warp of
 // the row combines the warp results and evaluates the formula itself (one barrier instead of
 // two, the formula once per warp). kLocal: the row's warp results are combined in registers
-// (combine_shared) where there are at most 8, else by a warp's butterfly.
-template <int kWarp, bool kOnce, bool kLocal, class T, class Combine, class Finish>
+// (combine_shared) where there are at most 8, else by a warp's butterfly. kRowBarrier: the
+// barriers are the row's own (gpu_row_barrier: a named barrier of the row's threads where the
+// device has them), so that the rows of a block do not wait for each other; a row's threads are
+// whole warps there (threads_per_row > kWarp).
+template <int kWarp, bool kOnce, bool kLocal, bool kRowBarrier = false, class T, class Combine, class Finish>
 __device__ __forceinline__ auto row_reduce_finish(T v, int t, int threads_per_row, int row_in_block, T* red,
                                                   Combine combine, Finish finish, decltype(finish(v))* out)
     -> decltype(finish(v)) {
@@ -136,7 +139,8 @@ __device__ __forceinline__ auto row_reduce_finish(T v, int t, int threads_per_ro
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;  // kWarp: a power of two
   const int first = warp - t / kWarp;
   if (lane == 0) red[warp] = v;
-  __syncthreads();
+  if (kRowBarrier) gpu_row_barrier(row_in_block, threads_per_row);
+  else __syncthreads();
   if (!kOnce || warp == first) {
     const T p = combine_warps<kWarp, kLocal>(red + first, threads_per_row / kWarp, combine);
     // Every warp evaluates it; the butterfly left the same bits in every lane (its pairwise
@@ -144,7 +148,8 @@ __device__ __forceinline__ auto row_reduce_finish(T v, int t, int threads_per_ro
     if (!kOnce) return finish(p);
     if (lane == 0) out[row_in_block] = finish(p);
   }
-  __syncthreads();
+  if (kRowBarrier) gpu_row_barrier(row_in_block, threads_per_row);
+  else __syncthreads();
   return out[row_in_block];
 }
 

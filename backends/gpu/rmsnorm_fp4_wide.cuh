@@ -133,7 +133,7 @@ __global__ void FN_KERNEL_BOUNDS(kRowThreads, kS <= 4 ? kFp4WideRegs : 128)
     }
     float inv = 1.0f;
     if (norm) {
-      inv = row_reduce_finish<kWarp, false, true>(
+      inv = row_reduce_finish<kWarp, false, true, true>(
           thread_sum_squares<In, kS, kV>(raw, S), t, T, rib, red[parity],
           [](float a, float b) { return math::add_rn(a, b); }, [len, eps](float ss) { return math::inv_rms(ss, len, eps); },
           inv_of_row[parity]);
@@ -178,8 +178,15 @@ __global__ void FN_KERNEL_BOUNDS(kRowThreads, kS <= 4 ? kFp4WideRegs : 128)
         const int32_t k = (s * P + e0) / kBlock;
         scale_row[c.swizzled ? int32_t(math::fp4_swizzled_block_offset(k)) : k] = char(bs.code);
       }
-      const bool num = amax < math::kF32InfBits && fabsf(bs.r) < INFINITY, small = fp4_block_small(amax, bs.r);
-      const uint32_t lo = pack_fp4<kV / 2>(y, bs.r, num, small), hi = pack_fp4<kV / 2>(y + kV / 2, bs.r, num, small);
+      uint32_t lo, hi;
+      if (fp4_block_small(amax, bs.r)) {  // one branch for both halves
+        lo = pack_fp4_small8(y, bs.r);
+        hi = pack_fp4_small8(y + kV / 2, bs.r);
+      } else {
+        const bool num = amax < math::kF32InfBits && fabsf(bs.r) < INFINITY;
+        lo = pack_fp4<kV / 2>(y, bs.r, num, false);
+        hi = pack_fp4<kV / 2>(y + kV / 2, bs.r, num, false);
+      }
       FN_STORE_GLOBAL(reinterpret_cast<uint2*>(out_p + s * (P / 2)), make_uint2(lo, hi));
     }
     // A swizzled layout's padding: blocks past H/block of a real row, every block of a padding row.

@@ -182,18 +182,18 @@ FN_HD uint32_t f4e2m1_num_low3(float v) {
 }
 FN_HD uint32_t encode_f4e2m1_num(float v) { return (f4e2m1_num_low3(v) & 7u) | ((bits_of(v) >> 28) & 8u); }
 
-// The f4e2m1 magnitude code of v for |v| < 7 (v not NaN), where no value needs saturating: c = |v|
-// itself (c in [6, 7) lies in the binade of 4, k = rn(c / 2) = 3, code 7; 7 would tie to k = 4). The
-// sum of f4e2m1_num_low3 with M' = M + 214 ulps instead of 6: 214 is even, and c <= 4 quanta keeps
-// c + M' in M's binade, so bits(c + M') = bits(M) + 214 + k and the sum is bits(M) + code + 512
-// (214 + 298 = 512). Its low byte is the code and nothing else (bits 3 to 7 clear), which lets
-// the GPU kernels merge codes and signs a byte at a time (fp4_encode.cuh). Proven equal to the
-// magnitude of f4e2m1::encode for every f32 with |v| < 7 (tests/cpu/encoders_exhaustive_test.cc,
-// and verify_encoders on the device).
-FN_HD uint32_t f4e2m1_small_low(float v) {
-  const float a = __builtin_fabsf(v);
-  const uint32_t m = (bits_of(a < 1.0f ? 1.0f : a) & kF32InfBits) + (22u << 23) + 214u;  // bits(M')
-  return bits_of(add_rn(a, float_of(m))) + (m >> 22);
+// The f4e2m1 magnitude code of a = |v| < 7 (not NaN; a is +0 or positive), where no value needs
+// saturating: c = a itself (a in [6, 7) lies in the binade of 4, where k = rn(a / 2) = 3 gives code
+// 7; 7 would tie to k = 4). f4e2m1_num_low3's sum with two changes: M' = M + 258 ulps (258 is even,
+// and a <= 4 quanta keeps a + M' in M's binade), made as e × (2^22 + 129) with e = 2^b, exact, so
+// that a + M' is one FMA; and (bits(e) >> 22) = 2b + 254 in place of bits(M') >> 22. The sum is
+// bits(M) + 258 + k + 2b + 254 = bits(M) + code + 512: its low byte is the code and nothing else
+// (bits 3 to 7 clear), which lets the GPU kernels merge codes and signs a byte at a time
+// (fp4_encode.cuh). Proven equal to the magnitude of f4e2m1::encode for every f32 with |v| < 7
+// (tests/cpu/encoders_exhaustive_test.cc, and verify_encoders on the device).
+FN_HD uint32_t f4e2m1_small_low(float a) {
+  const float e = float_of(bits_of(a < 1.0f ? 1.0f : a) & kF32InfBits);  // 2^b
+  return bits_of(fma_rn(e, 4194433.0f, a)) + (bits_of(e) >> 22);       // 4194433 = 2^22 + 129
 }
 constexpr uint32_t kF4SmallLimitBits = 0x40E00000u;  // bits of 7.0f: f4e2m1_small_low wants |v| below
 

@@ -217,8 +217,8 @@ void check_every_u32(uint64_t end, const char* what, Bad bad) {
 uint32_t (*volatile g_f4_sel)(float) = math::encode_f4e2m1_sel;
 uint32_t (*volatile g_f4_num)(float) = math::encode_f4e2m1_num;
 uint32_t (*volatile g_f4_ref)(float) = math::f4e2m1::encode<false>;
-// f4e2m1_small_low (the kernels' encoder where every |v| < 7) on every input below 7 in magnitude:
-// its low byte is the magnitude code with bits 3 to 7 clear.
+// f4e2m1_small_low (the kernels' encoder where every |v| < 7) on |v| for every input below 7 in
+// magnitude: its low byte is the magnitude code with bits 3 to 7 clear.
 uint32_t (*volatile g_f4_small)(float) = math::f4e2m1_small_low;
 
 TEST_CASE("encoders: encode_f4e2m1_sel (every input), encode_f4e2m1_num (every non-NaN input) and "
@@ -227,7 +227,7 @@ TEST_CASE("encoders: encode_f4e2m1_sel (every input), encode_f4e2m1_num (every n
     const float v = math::float_of(u);
     const uint32_t want = g_f4_ref(v);
     if ((u & math::kF32AbsMask) < math::kF4SmallLimitBits) {
-      const uint32_t low = g_f4_small(v) & 0xFFu;
+      const uint32_t low = g_f4_small(math::float_of(u & math::kF32AbsMask)) & 0xFFu;
       if ((low & 0xF8u) != 0 || (low | ((u >> 28) & 8u)) != want) return true;
     }
     return g_f4_sel(v) != want || (v == v && g_f4_num(v) != want);
