@@ -415,7 +415,10 @@ fusednorm_status plugin_rmsnorm_fp4(const RmsnormFp4Call* call, int32_t device, 
   }
   // 16-bit inputs of up to 8 steps: the wide kernel (16 elements a thread and step), where the
   // codes' rows allow 8-byte stores and its weight table fits.
+  // Swizzled scales need P / block a multiple of 4 there (a step's blocks whole tiles: H >= 256 for
+  // NVFP4, 512 for MXFP4).
   if (fast && c.in_type != DType::kF32 && shape.steps <= kFp4WideMaxSteps &&
+      (!c.swizzled || shape.partials % (nv ? 64 : 128) == 0) &&
       access_for(c.lead, c.out, 1, kFp4WideVec / 2) == kVectors) {
     RowShape wide = row_shape(c.h, kFp4WideVec);
     const size_t wtable = norm ? fp4_wide_table_bytes(c.h) : 0;

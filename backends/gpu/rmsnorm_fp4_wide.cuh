@@ -64,6 +64,7 @@ __global__ void FN_KERNEL_BOUNDS(kRowThreads, kS <= 4 ? kFp4WideRegs : 128)
   const uint32_t row_bytes = uint32_t(c.h) * In::kBytes;
   const bool norm = c.norm == FUSEDNORM_NORM_RMS;
   const float len = math::length_f32(c.h), eps = c.eps;
+  const int32_t scale_step = c.swizzled ? P / kBlock / 4 * 512 : P / kBlock;  // bytes between a thread's steps
 #if FN_CUDA_ARCH >= 900
   if (t == 0 && int64_t(blockIdx.x) * R + rib < rows) {
     const int64_t row0 = int64_t(blockIdx.x) * R + rib;
@@ -148,8 +149,15 @@ __global__ void FN_KERNEL_BOUNDS(kRowThreads, kS <= 4 ? kFp4WideRegs : 128)
     const uint32_t r_table_sh = 0;
 #endif
     char* out_p = c.out.data + crow * c.out.strides[0] + e0 / 2;
-    char* scale_row = c.scales.data + (c.swizzled ? math::fp4_swizzled_row_offset(crow, c.swizzle_tiles)
-                                                   : crow * c.scales.strides[0]);
+    // The scale byte of this thread's block in step s: scale_p + s * scale_step. The block of step
+    // s is k = s * P / kBlock + e0 / kBlock, and P / kBlock is a multiple of 4 where the layout is
+    // swizzled (the host's condition), so its swizzled offset is that of e0 / kBlock plus s times
+    // (P / kBlock / 4) tiles of 512 bytes: one add a step.
+    const int32_t k0 = e0 / kBlock;
+    char* scale_p = c.scales.data + (c.swizzled ? math::fp4_swizzled_row_offset(crow, c.swizzle_tiles) +
+                                                      math::fp4_swizzled_block_offset(k0)
+                                                : crow * c.scales.strides[0] + k0);
+    const bool store_scale = real && (kBlock == 16 || (tl & 1) == 0);
 #pragma unroll
     for (int s = 0; s < kS; ++s) {
       if (s >= S) continue;  // uniform
@@ -173,11 +181,8 @@ __global__ void FN_KERNEL_BOUNDS(kRowThreads, kS <= 4 ? kFp4WideRegs : 128)
       // Both threads of an MXFP4 block exchange their maxima (every lane takes part).
       const uint32_t amax = fp4_block_amax<kWarp, true, kV>(y, kBlock / kV);
       const math::BlockScale bs = block_scale<kBlock, kBlock == 16>(amax, gs, r_of_code, r_table_sh);
-      if (!real) continue;
-      if (kBlock == 16 || (tl & 1) == 0) {
-        const int32_t k = (s * P + e0) / kBlock;
-        scale_row[c.swizzled ? int32_t(math::fp4_swizzled_block_offset(k)) : k] = char(bs.code);
-      }
+      // A row past the tensor computes as the others and stores nothing (predicated stores, no branch).
+      if (store_scale) scale_p[s * scale_step] = char(bs.code);
       uint32_t lo, hi;
       if (fp4_block_small(amax, bs.r)) {  // one branch for both halves
         lo = pack_fp4_small8(y, bs.r);
@@ -187,7 +192,7 @@ __global__ void FN_KERNEL_BOUNDS(kRowThreads, kS <= 4 ? kFp4WideRegs : 128)
         lo = pack_fp4<kV / 2>(y, bs.r, num, false);
         hi = pack_fp4<kV / 2>(y + kV / 2, bs.r, num, false);
       }
-      FN_STORE_GLOBAL(reinterpret_cast<uint2*>(out_p + s * (P / 2)), make_uint2(lo, hi));
+      if (real) FN_STORE_GLOBAL(reinterpret_cast<uint2*>(out_p + s * (P / 2)), make_uint2(lo, hi));
     }
     // A swizzled layout's padding: blocks past H/block of a real row, every block of a padding row.
     if (c.swizzled && row < all_rows) {
