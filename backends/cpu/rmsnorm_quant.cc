@@ -1,12 +1,12 @@
 // rmsnorm_quant on the CPU: per row the residual add and canonical sum of squares (rows-inl.h),
 // then per unit (row or group) the y pass with |y| max, the scale (shared math), the codes.
 // Compiled once per input dtype, so that the dtypes' kernels compile in parallel: CMakeLists.txt
-// generates a unit for each that defines FUSEDNORM_CPU_IN (f32, f16, bf16) and FUSEDNORM_CPU_IN_T
-// (InF32, InF16, InBF16) and includes this file. Each unit: once per Highway target
+// compiles this file once for each with FUSEDNORM_CPU_IN (f32, f16, bf16) and FUSEDNORM_CPU_IN_T
+// (InF32, InF16, InBF16) defined (an object library each). Each compile: once per Highway target
 // (foreach_target.h re-includes this file), then once more with HWY_ONCE for the dispatch table
 // and the oneTBB driver, cpu_rmsnorm_quant_<FUSEDNORM_CPU_IN> (cpu_backend.h).
 #if !defined(FUSEDNORM_CPU_IN) || !defined(FUSEDNORM_CPU_IN_T)
-#error "backends/cpu/rmsnorm_quant.cc is compiled through the units CMakeLists.txt generates"
+#error "backends/cpu/rmsnorm_quant.cc is compiled by CMakeLists.txt with FUSEDNORM_CPU_IN and FUSEDNORM_CPU_IN_T defined"
 #endif
 
 #include <math.h>

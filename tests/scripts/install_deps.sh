@@ -10,6 +10,8 @@ packages=(cmake ninja-build g++ libhwy-dev libtbb-dev catch2 libdlpack-dev pytho
 packages+=(libcli11-dev nlohmann-json3-dev doxygen)
 # The Python package (tests/scripts/python.sh: pip install ./python builds a C++ extension): Python.h.
 packages+=(python3-dev)
+# test.sh and python.sh compile the library twice with the same commands: ccache serves the second.
+packages+=(ccache)
 # The install test compiles a C program with `pkg-config --cflags --libs fusednorm`.
 packages+=(gcc pkg-config)
 # tests/scripts/sanitize.sh: clang-15 with its sanitizer and libFuzzer runtimes (libclang-common-15-dev).

@@ -57,7 +57,8 @@ step "python: venv and test packages (pip)" setup
 export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
 step "python: pip install ./python (libfusednorm + extension)" \
   "$venv/bin/python" -m pip install --quiet --no-cache-dir --no-build-isolation --force-reinstall --no-deps \
-  ./python --config-settings=build-dir="$PWD/$dir/skbuild"
+  ./python --config-settings=build-dir="$PWD/$dir/skbuild" \
+  $(ccache_args | sed 's/-D/--config-settings=cmake.define./g')
 
 export TORCHINDUCTOR_CACHE_DIR="$PWD/$dir/torchinductor" TRITON_CACHE_DIR="$PWD/$dir/triton"
 export PYTHONDONTWRITEBYTECODE=1

@@ -31,3 +31,18 @@ steps_table() {
   fi
   rm -f "$FUSEDNORM_STEPS"
 }
+
+# ccache for the C++ compiles of the test build and the Python package's build of the same
+# library (python.sh): both compile the same sources with the same commands, so the second is
+# served from the first's objects. The cache lives in build-ccache/ of the checkout (nothing
+# outside it; a fresh clone starts empty). `ccache_args` prints the CMake arguments, nothing where
+# ccache is missing or FUSEDNORM_CCACHE=0: the launcher, and the compiler by one name for both
+# builds (${CXX:-c++}, CMake's own default; scikit-build-core would take Python's g++, and ccache
+# counts c++ and g++ as different compilers).
+ccache_args() {
+  [ "${FUSEDNORM_CCACHE:-1}" = 1 ] && command -v ccache >/dev/null && command -v "${CXX:-c++}" >/dev/null || return 0
+  echo "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER=$(command -v "${CXX:-c++}")"
+}
+export CCACHE_DIR=${CCACHE_DIR:-$PWD/build-ccache}
+export CCACHE_NOHASHDIR=1  # the build directories differ; no debug info in these builds names them
+export CCACHE_DEPEND=1     # a miss reads the compiler's -MD list: no second preprocessor run

@@ -15,7 +15,7 @@ ci_archs=ON
 [ "${FUSEDNORM_ALL_ARCHS:-0}" = 1 ] && ci_archs=OFF
 step "configure" cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DPython3_EXECUTABLE="$PWD/build/venv/bin/python" -DFUSEDNORM_HIP="${FUSEDNORM_HIP:-$hip}" \
-  -DFUSEDNORM_CI_ARCHS=$ci_archs
+  -DFUSEDNORM_CI_ARCHS=$ci_archs $(ccache_args)
 step "build (library, CPU backend, CUDA and HIP plugins, tests, bench)" cmake --build build
 if [ $# -gt 0 ]; then
   step "ctest $*" ctest --test-dir build --output-on-failure "$@"
