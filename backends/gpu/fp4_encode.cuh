@@ -185,7 +185,9 @@ __device__ __forceinline__ math::BlockScale block_scale(uint32_t amax, float gs,
     return s;
   }
   if (kBlock == 16) {
-    s.code = encode1<DType::k_f8e4m3fn>(math::div6_for_scale(math::mul_rn(gs, math::float_of(amax))));
+    // The pair form with +0 as the second value, whose code 0x00 is the high byte: the code needs
+    // no mask before it indexes the table (encode1 masks it).
+    s.code = encode2<DType::k_f8e4m3fn>(math::div6_for_scale(math::mul_rn(gs, math::float_of(amax))), 0.0f);
     if (kTable) {
 #if FN_CUDA_ARCH > 0
       s.r = gpu_load_shared4(r_table_sh + 4u * s.code);

@@ -38,8 +38,11 @@ constexpr int kFp4WideSteps = 4;
 constexpr int kFp4WideMaxSteps = 8;
 constexpr int kFp4WideRegs = 64;  // register cap of the 4-step build: four blocks of 256 threads an SM (48 spills)
 
-// Bytes of the weight table: g = w + offset of a row, 16 floats a thread and step (H floats).
-inline size_t fp4_wide_table_bytes(int64_t h) { return size_t(h) * sizeof(float); }
+// Bytes of the weight table: g = w + offset of a row, 16 floats a thread and step (H floats), and
+// one 16-byte slot of padding a thread (P / 16 threads a row).
+inline size_t fp4_wide_table_bytes(int64_t h) {
+  return size_t(h) * sizeof(float) + size_t(math::reduction_partials(h) / kFp4WideVec) * 16;
+}
 
 template <DType kIn, int kBlock, int kWarp, int kS>
 __global__ void FN_KERNEL_BOUNDS(kRowThreads, kS <= 4 ? kFp4WideRegs : 128)
@@ -52,8 +55,10 @@ __global__ void FN_KERNEL_BOUNDS(kRowThreads, kS <= 4 ? kFp4WideRegs : 128)
   __shared__ __align__(16) float red[2][kMaxBlockThreads / 32];
   __shared__ float inv_of_row[2][kMaxBlockThreads / 32];
   __shared__ float r_of_code[kBlock == 16 ? 256 : 1];
-  // g of element s*P + 16t + 4q + i at slot (4s + q) * T + t, component i: filled by the block's
-  // first row of threads, read by every row (conflict-free 16-byte accesses).
+  // g of element s*P + 16t + 4q + i at slot t * (4S + 1) + 4s + q, component i: a thread's slots
+  // together, so that a row reads them at constant offsets from one address, and 4S + 1 (odd)
+  // slots a thread, so that the 8 threads of a 16-byte access fall on 8 different bank quads
+  // (conflict-free). Filled by the block's first row of threads, read by every row.
   extern __shared__ float4 fp4_wide_gamma[];
   const int T = shape.threads_per_row, P = shape.partials, R = shape.rows_per_block;
   const int S = kS == 4 ? 4 : shape.steps;  // 4, or 5 .. 8 in the 8-step build
@@ -63,7 +68,7 @@ __global__ void FN_KERNEL_BOUNDS(kRowThreads, kS <= 4 ? kFp4WideRegs : 128)
   const int64_t blocks = c.h / kBlock;
   const uint32_t row_bytes = uint32_t(c.h) * In::kBytes;
   const bool norm = c.norm == FUSEDNORM_NORM_RMS;
-  const float len = math::length_f32(c.h), eps = c.eps;
+  const float len = math::length_f32(c.h), rcp = math::pow2_rcp(len), eps = c.eps;
   const int32_t scale_step = c.swizzled ? P / kBlock / 4 * 512 : P / kBlock;  // bytes between a thread's steps
 #if FN_CUDA_ARCH >= 900
   if (t == 0 && int64_t(blockIdx.x) * R + rib < rows) {
@@ -85,7 +90,7 @@ __global__ void FN_KERNEL_BOUNDS(kRowThreads, kS <= 4 ? kFp4WideRegs : 128)
       load_gamma<kV, true>(c.w_type, c.weight, c.weight_offset, s * P + kV * t, int32_t(c.h), kVectors, g);
 #pragma unroll
       for (int q = 0; q < kV / 4; ++q)
-        fp4_wide_gamma[(4 * s + q) * T + t] = make_float4(g[4 * q], g[4 * q + 1], g[4 * q + 2], g[4 * q + 3]);
+        fp4_wide_gamma[t * (4 * S + 1) + 4 * s + q] = make_float4(g[4 * q], g[4 * q + 1], g[4 * q + 2], g[4 * q + 3]);
     }
   }
   __syncthreads();
@@ -136,14 +141,14 @@ __global__ void FN_KERNEL_BOUNDS(kRowThreads, kS <= 4 ? kFp4WideRegs : 128)
     if (norm) {
       inv = row_reduce_finish<kWarp, false, true, true>(
           thread_sum_squares<In, kS, kV>(raw, S), t, T, rib, red[parity],
-          [](float a, float b) { return math::add_rn(a, b); }, [len, eps](float ss) { return math::inv_rms(ss, len, eps); },
+          [](float a, float b) { return math::add_rn(a, b); }, [len, rcp, eps](float ss) { return math::inv_rms_rcp(ss, len, rcp, eps); },
           inv_of_row[parity]);
     }
     // 2. per step: y, the block's amax and scale, the codes (8 bytes a thread). On CUDA the
     // tables are read at 32-bit shared addresses computed once a row (the compiler would rebuild
     // the shared window's address at every access).
 #if FN_CUDA_ARCH > 0
-    const uint32_t gamma_sh = gpu_shared_address(fp4_wide_gamma + tl), gamma_stride = uint32_t(T) * 16u;
+    const uint32_t gamma_sh = gpu_shared_address(fp4_wide_gamma + tl * (4 * S + 1));
     const uint32_t r_table_sh = gpu_shared_address(r_of_code);
 #else
     const uint32_t r_table_sh = 0;
@@ -168,9 +173,9 @@ __global__ void FN_KERNEL_BOUNDS(kRowThreads, kS <= 4 ? kFp4WideRegs : 128)
 #pragma unroll
         for (int q = 0; q < kV / 4; ++q) {
 #if FN_CUDA_ARCH > 0
-          const float4 g = gpu_load_shared16(gamma_sh + uint32_t(4 * s + q) * gamma_stride);
+          const float4 g = gpu_load_shared16(gamma_sh + uint32_t(4 * s + q) * 16u);
 #else
-          const float4 g = fp4_wide_gamma[(4 * s + q) * T + tl];
+          const float4 g = fp4_wide_gamma[tl * (4 * S + 1) + 4 * s + q];
 #endif
           y[4 * q] = math::norm_apply(y[4 * q], inv, g.x);
           y[4 * q + 1] = math::norm_apply(y[4 * q + 1], inv, g.y);

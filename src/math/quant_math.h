@@ -339,6 +339,11 @@ FN_HD float pow2_rcp(float d) {
   const uint32_t b = bits_of(d), e = b >> 23;  // e > 255 for negative d
   return (b & 0x7FFFFFu) != 0 || e < 1 || e > 253 ? 0.0f : float_of((254u - e) << 23);
 }
+// inv_rms with rcp = pow2_rcp(h) computed once a call: ss * rcp where h is such a power of two (the
+// same correctly rounded mean, no division), else the division.
+FN_HD float inv_rms_rcp(float ss, float h, float rcp, float eps) {
+  return inv_rms_of_mean(rcp != 0.0f ? mul_rn(ss, rcp) : div_rn(ss, h), eps);
+}
 FN_HD float norm_apply(float x, float inv, float gamma) { return mul_rn(mul_rn(x, inv), gamma); }
 
 // Clamp to [-qclamp, qclamp]; NaN passes through (qclamp = +Inf is the identity).
