@@ -111,8 +111,20 @@ HWY_INLINE VU EncodeMini(VF v) {
   return Sel(GtS(a, math::kF32InfBits), nan, EncodeMiniNoNaN<F>(v));
 }
 
+// The f16 conversions below are a dozen vector operations each. On the emulated target (EMU128,
+// the fallback of CPUs without SSSE3: every operation a loop over 4 lanes) they are compiled out of
+// line, once, instead of inlined into every unrolled load and store of the row loops: inlined,
+// clang's ASan + UBSan build spent 4 of its 5 minutes on the f16 rmsnorm_quant unit optimizing
+// that target's f16 loops (-ftime-trace; docs/testing.md). The SIMD targets keep them inline.
+#undef FN_F16_CONVERT
+#if HWY_TARGET == HWY_EMU128
+#define FN_F16_CONVERT inline HWY_NOINLINE
+#else
+#define FN_F16_CONVERT HWY_INLINE
+#endif
+
 template <bool kKeepNanSign>
-HWY_INLINE VU EncodeF16(VF v) {
+FN_F16_CONVERT VU EncodeF16(VF v) {
   const DF df;
   const DU du;
   const VU u = hn::BitCast(du, v);
@@ -213,7 +225,7 @@ HWY_INLINE VU LoadU16AsU32(const char* row, int64_t i) {
 }
 
 // decode_f16, lane-wise.
-HWY_INLINE VF DecodeF16(VU h) {
+FN_F16_CONVERT VF DecodeF16(VU h) {
   const DF df;
   const VU sign = hn::ShiftLeft<16>(hn::And(h, SetU(0x8000u)));
   const VU e = hn::And(hn::ShiftRight<10>(h), SetU(0x1Fu));
