@@ -170,7 +170,7 @@ include("@_fn_deb_hiplang@/hip-lang-config-version.cmake")
     if(_fn_arch MATCHES "^gfx94[12]")
       message(FATAL_ERROR "CMAKE_HIP_ARCHITECTURES=${CMAKE_HIP_ARCHITECTURES}: Debian's clang-15 (HIP 5.2) "
         "does not know ${_fn_arch}. Use gfx940 here, or build against ROCm 6 for MI300 "
-        "(docs/building.md); the gfx942 compile-only check is the test hip_gfx942_compile.")
+        "(docs/building.md); the gfx942 compile-only check is the tests hip_gfx942_* (one per unit).")
     endif()
   endforeach()
 endif()

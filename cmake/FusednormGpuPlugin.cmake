@@ -4,8 +4,8 @@
 # <name>_objs of generated translation units (the plugin table, and the kernels of each input
 # dtype in a unit of its own, so that they compile in parallel) and, unless FUSEDNORM_STATIC_GPU,
 # the shared library lib<name>.so beside libfusednorm.so, installed with it. Sets
-# <name>_ALL_IN_ONE in the caller's scope: a generated unit that includes all of them (for
-# compile-only checks of every kernel). backends/cuda/ and backends/hip/ call it and add what
+# <name>_UNITS in the caller's scope: the generated translation units (for compile-only checks of
+# every kernel, one unit at a time). backends/cuda/ and backends/hip/ call it and add what
 # only their vendor needs.
 set(FUSEDNORM_GPU_INPUT_DTYPES F32 F16 BF16)  # DType::k<X> of core/dtype.h: every input dtype
 # The operations with a unit of their own: backends/gpu/<op>.cuh holds the operation's kernels and
@@ -45,12 +45,7 @@ FN_INSTANTIATE_RMSNORM_QUANT(DType::k${dt})
     file(CONFIGURE OUTPUT ${gen}/${op}.${ext} CONTENT "${banner}\n#include \"backends/gpu/${op}.cuh\"\n")
     list(APPEND sources ${gen}/${op}.${ext})
   endforeach()
-  set(all "${banner}\n// Every unit of the plugin in one, for compile-only checks.\n")
-  foreach(s IN LISTS sources)
-    string(APPEND all "#include \"${s}\"\n")
-  endforeach()
-  file(CONFIGURE OUTPUT ${gen}/all_in_one.${ext} CONTENT "${all}")
-  set(${name}_ALL_IN_ONE ${gen}/all_in_one.${ext} PARENT_SCOPE)
+  set(${name}_UNITS ${sources} PARENT_SCOPE)
 
   add_library(${name}_objs OBJECT ${sources})
   target_include_directories(${name}_objs PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src

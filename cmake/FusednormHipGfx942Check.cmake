@@ -1,19 +1,46 @@
-# cmake -P script for the ctest test hip_gfx942_compile (backends/hip/CMakeLists.txt): compiles the
-# GPU backend's device code for gfx942 (MI300) with Debian's clang-19 and HIP 5.2 headers.
+# cmake -P script for the ctest tests hip_gfx942_* (backends/hip/CMakeLists.txt): compiles one unit
+# of the GPU backend's device code for gfx942 (MI300) with Debian's clang-19 and HIP 5.2 headers.
 # Compile-only: the code object is checked for, never shipped.
 #   CLANG LLVM_DIS LLVM_AS  clang-19's clang++, llvm-dis, llvm-as
 #   BITCODE                 Debian's device libraries (/usr/lib/x86_64-linux-gnu/amdgcn/bitcode)
-#   SOURCE ARGS             the translation unit, and the compile flags separated by '|'
 #   WORK_DIR                a directory of the build tree
+#   SOURCE ARGS             the translation unit, and the compile flags separated by '|'; without
+#                           them the script only prepares WORK_DIR/bitcode (the fixture test
+#                           hip_gfx942_bitcode, run once before the compiles)
 # Debian's device libraries stop at gfx940; oclc_isa_version_942.bc is the gfx940 one with the ISA
 # version constant 9400 changed to 9402, written into WORK_DIR/bitcode (next to links to the others).
-foreach(v CLANG LLVM_DIS LLVM_AS BITCODE SOURCE ARGS WORK_DIR)
+foreach(v CLANG LLVM_DIS LLVM_AS BITCODE WORK_DIR)
   if(NOT DEFINED ${v})
-    message(FATAL_ERROR "hip_gfx942_compile: -D${v}= is required")
+    message(FATAL_ERROR "hip_gfx942: -D${v}= is required")
   endif()
 endforeach()
-
 set(lib ${WORK_DIR}/bitcode)
+set(isa942 ${lib}/oclc_isa_version_942.bc)
+if(DEFINED SOURCE)
+  if(NOT DEFINED ARGS)
+    message(FATAL_ERROR "hip_gfx942: -DARGS= is required with -DSOURCE=")
+  endif()
+  if(NOT EXISTS ${isa942})
+    message(FATAL_ERROR "hip_gfx942: ${isa942} is missing (the test hip_gfx942_bitcode makes it)")
+  endif()
+  get_filename_component(name ${SOURCE} NAME_WE)
+  string(REPLACE "|" ";" args "${ARGS}")
+  set(out ${WORK_DIR}/${name}-gfx942.hsaco)
+  file(REMOVE ${out})
+  execute_process(COMMAND ${CLANG} ${args} --rocm-device-lib-path=${lib} -c ${SOURCE} -o ${out}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE log ERROR_VARIABLE log)
+  if(NOT rc EQUAL 0 OR NOT EXISTS ${out})
+    message(FATAL_ERROR "gfx942 compile of ${SOURCE} failed (${rc}):\n${log}")
+  endif()
+  file(SIZE ${out} size)
+  file(READ ${out} magic LIMIT 4 HEX)
+  if(NOT magic STREQUAL "7f454c46")
+    message(FATAL_ERROR "${out} is not an ELF code object")
+  endif()
+  message(STATUS "gfx942: ${out} (${size} bytes)${log}")
+  return()
+endif()
+
 file(MAKE_DIRECTORY ${lib})
 file(GLOB debian_libs ${BITCODE}/*.bc)
 foreach(f IN LISTS debian_libs)
@@ -23,7 +50,6 @@ foreach(f IN LISTS debian_libs)
   endif()
 endforeach()
 
-set(isa942 ${lib}/oclc_isa_version_942.bc)
 if(NOT EXISTS ${isa942} OR ${BITCODE}/oclc_isa_version_940.bc IS_NEWER_THAN ${isa942})
   execute_process(COMMAND ${LLVM_DIS} ${BITCODE}/oclc_isa_version_940.bc -o ${WORK_DIR}/isa940.ll
                   RESULT_VARIABLE rc)
@@ -42,17 +68,4 @@ if(NOT EXISTS ${isa942} OR ${BITCODE}/oclc_isa_version_940.bc IS_NEWER_THAN ${is
   endif()
 endif()
 
-string(REPLACE "|" ";" args "${ARGS}")
-set(out ${WORK_DIR}/plugin_hip-gfx942.hsaco)
-file(REMOVE ${out})
-execute_process(COMMAND ${CLANG} ${args} --rocm-device-lib-path=${lib} -c ${SOURCE} -o ${out}
-                RESULT_VARIABLE rc OUTPUT_VARIABLE log ERROR_VARIABLE log)
-if(NOT rc EQUAL 0 OR NOT EXISTS ${out})
-  message(FATAL_ERROR "gfx942 compile failed (${rc}):\n${log}")
-endif()
-file(SIZE ${out} size)
-file(READ ${out} magic LIMIT 4 HEX)
-if(NOT magic STREQUAL "7f454c46")
-  message(FATAL_ERROR "${out} is not an ELF code object")
-endif()
-message(STATUS "gfx942: ${out} (${size} bytes)${log}")
+message(STATUS "gfx942: ${lib} ready")
