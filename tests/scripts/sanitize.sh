@@ -3,8 +3,9 @@
 #   1. AddressSanitizer + UndefinedBehaviorSanitizer build (build-asan) of the library, the
 #      reference, the CPU tests and the libFuzzer harness; every error fatal. Runs the ctest
 #      labels unit and plugin (every CPU test but the 2^32 sweeps, which test.sh runs unsanitized).
-#   2. The fuzzer over the C ABI: the seed corpus and regression inputs, then a bounded run
-#      (FUZZ_SECONDS, default 60; tests/scripts/fuzz.sh).
+#   2. The fuzzer over the C ABI: the seed corpus and regression inputs, then a bounded run of one
+#      process a core (FUZZ_JOBS, default nproc) for 60 core-seconds in all (FUZZ_SECONDS each,
+#      default 60 / FUZZ_JOBS, at least 10; tests/scripts/fuzz.sh).
 #   3. ThreadSanitizer build (build-tsan, g++) of the library and the concurrency test, which runs
 #      many threads calling every operation at once.
 # Usage: bash tests/scripts/sanitize.sh [asan] [fuzz] [tsan] [build]   (default: asan fuzz tsan;
@@ -41,7 +42,10 @@ if want asan; then
     ctest --test-dir build-asan --output-on-failure -L 'unit|plugin' -j2
 fi
 if want fuzz; then
-  step "fuzz: C ABI, corpus + ${FUZZ_SECONDS:-60} s (asan+ubsan)" bash tests/scripts/fuzz.sh
+  # One fuzzing process a core: two for 30 s each here (as many executions as one for 60 s).
+  export FUZZ_JOBS=${FUZZ_JOBS:-$(nproc)}
+  export FUZZ_SECONDS=${FUZZ_SECONDS:-$((60 / FUZZ_JOBS > 10 ? 60 / FUZZ_JOBS : 10))}
+  step "fuzz: C ABI, corpus + ${FUZZ_JOBS} x ${FUZZ_SECONDS} s (asan+ubsan)" bash tests/scripts/fuzz.sh
 fi
 if want tsan; then
   # g++: its TSan runtime is a shared library, so libfusednorm.so links as usual. Debian's oneTBB is
