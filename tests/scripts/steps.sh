@@ -10,22 +10,27 @@ if [ -z "${FUSEDNORM_STEPS:-}" ]; then
   trap steps_table EXIT
 fi
 
+# CPU seconds (user + system) of this shell's finished children so far: cutime and cstime of
+# /proc/$$/stat (fields 16 and 17, clock ticks; $$ is this shell also inside $( )).
+_children_cpu() { awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); printf "%d", ($14 + $15) / hz + 0.5 }' /proc/$$/stat; }
+
 step() {
-  local name=$1 t0 rc=0
+  local name=$1 t0 c0 rc=0
   shift
   t0=$(date +%s)
+  c0=$(_children_cpu)
   echo "==== step: $name ($(date -u +%H:%M:%S))"
   "$@" || rc=$?
-  printf '%s\t%d\t%d\n' "$name" "$(($(date +%s) - t0))" "$rc" >>"$FUSEDNORM_STEPS"
+  printf '%s\t%d\t%d\t%d\n' "$name" "$(($(date +%s) - t0))" "$rc" "$(($(_children_cpu) - c0))" >>"$FUSEDNORM_STEPS"
   return $rc
 }
 
 steps_table() {
   if [ -s "$FUSEDNORM_STEPS" ]; then
     echo
-    echo "==== steps (wall-clock seconds on $(nproc) cores)"
+    echo "==== steps (wall-clock seconds on $(nproc) cores; cpu: user + system seconds of the step's processes)"
     awk -F'\t' -v wall=$(($(date +%s) - _steps_t0)) '
-      { printf "  %-60s %6d s%s\n", $1, $2, ($3 == 0 ? "" : "   FAILED (rc " $3 ")"); t += $2 }
+      { printf "  %-60s %6d s   cpu %6d s%s\n", $1, $2, $4, ($3 == 0 ? "" : "   FAILED (rc " $3 ")"); t += $2 }
       END { printf "  %-60s %6d s (%.1f min)\n", "sum (a nested step is counted with its parent)", t, t / 60
             printf "  %-60s %6d s (%.1f min)\n", "wall clock", wall, wall / 60 }' "$FUSEDNORM_STEPS"
   fi
