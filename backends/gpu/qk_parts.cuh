@@ -56,9 +56,7 @@ struct QkFinish {
   bool stats;
   float rcp;
   __device__ __forceinline__ float operator()(float ss) const {
-    if (stats) return ss;
-    if (rcp != 0.0f && !c->mean_squares) return math::inv_rms_of_mean(math::mul_rn(ss, rcp), c->eps);
-    return qk_inv_rms(*c, *s, ss);
+    return stats ? ss : qk_inv_rms(*c, *s, ss, rcp);
   }
 };
 

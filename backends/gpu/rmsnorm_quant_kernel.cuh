@@ -93,7 +93,7 @@ __global__ void FN_KERNEL_BOUNDS(kMaxBlockThreads, kVec >= 8 ? kMaxNReg8 : 64)
   // For H a power of two, ss / H is ss * 2^-k (the same correctly rounded value, subnormal results
   // included): a multiply instead of a division on each row's critical path.
   const float len = math::length_f32(h);
-  const float inv_len = (h & (h - 1)) == 0 ? math::float_of(uint32_t(127 - (__ffs(h) - 1)) << 23) : 0.0f;
+  const float inv_len = math::pow2_rcp(len);
   const bool clamp = c.qclamp < INFINITY;
   const float4* const gamma_mine = gamma_tab + threadIdx.x;  // this thread's table slots, blockDim.x apart
   // The table read through its 32-bit shared-window address, kept in a register (CUDA; not in the
@@ -312,9 +312,7 @@ __global__ void FN_KERNEL_BOUNDS(kMaxBlockThreads, kVec >= 8 ? kMaxNReg8 : 64)
       inv = row_reduce_finish<kWarp, kInvOnceHere, kLocalHere>(
           thread_sum_squares<In, kSteps, kVec>(raw, kSteps), t, T, rib, red_sum[parity],
           [](float a, float b) { return math::add_rn(a, b); },
-          [len, eps, inv_len](float ss) {
-            return math::inv_rms_of_mean(inv_len != 0.0f ? math::mul_rn(ss, inv_len) : math::div_rn(ss, len), eps);
-          },
+          [len, eps, inv_len](float ss) { return math::inv_rms_rcp(ss, len, inv_len, eps); },
           inv_of_row[parity]);
     }
     if (kTuned) table_finish();

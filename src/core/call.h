@@ -147,9 +147,10 @@ struct QkRmsnormCall {
   float eps = 0, weight_offset = 0;
 };
 
-// inv = 1 / sqrt(var + eps) of side j (0: q, 1: k) from its stat (docs/numerics.md §5).
-FN_HD float qk_inv_rms(const QkRmsnormCall& c, const QkSide& s, float stat) {
-  return c.mean_squares ? math::inv_rms_of_mean(stat, c.eps) : math::inv_rms(stat, s.divisor, c.eps);
+// inv = 1 / sqrt(var + eps) of side j (0: q, 1: k) from its stat (docs/numerics.md §5). rcp:
+// math::pow2_rcp(s.divisor), or 0 for the division (the same value: math::inv_rms_rcp).
+FN_HD float qk_inv_rms(const QkRmsnormCall& c, const QkSide& s, float stat, float rcp = 0.0f) {
+  return c.mean_squares ? math::inv_rms_of_mean(stat, c.eps) : math::inv_rms_rcp(stat, s.divisor, rcp, c.eps);
 }
 // FP8 outputs: the multiplier 1 / s of side j (host code; the GPU kernel reads the scale itself).
 inline float qk_out_rcp(const QkRmsnormCall& c, int j) {
