@@ -10,18 +10,18 @@ if [ -z "${FUSEDNORM_STEPS:-}" ]; then
   trap steps_table EXIT
 fi
 
-# CPU seconds (user + system) of this shell's finished children so far: cutime and cstime of
-# /proc/$$/stat (fields 16 and 17, clock ticks; $$ is this shell also inside $( )).
-_children_cpu() { awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); printf "%d", ($14 + $15) / hz + 0.5 }' /proc/$$/stat; }
+# CPU seconds (user + system) of the finished children of shell $1 so far: cutime and cstime of
+# /proc/$1/stat (fields 16 and 17, clock ticks).
+_children_cpu() { awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); printf "%d", ($14 + $15) / hz + 0.5 }' "/proc/$1/stat"; }
 
 step() {
-  local name=$1 t0 c0 rc=0
+  local name=$1 t0 c0 rc=0 me=$BASHPID  # the shell running the step (a background one too)
   shift
   t0=$(date +%s)
-  c0=$(_children_cpu)
+  c0=$(_children_cpu "$me")
   echo "==== step: $name ($(date -u +%H:%M:%S))"
   "$@" || rc=$?
-  printf '%s\t%d\t%d\t%d\n' "$name" "$(($(date +%s) - t0))" "$rc" "$(($(_children_cpu) - c0))" >>"$FUSEDNORM_STEPS"
+  printf '%s\t%d\t%d\t%d\n' "$name" "$(($(date +%s) - t0))" "$rc" "$(($(_children_cpu "$me") - c0))" >>"$FUSEDNORM_STEPS"
   return $rc
 }
 

@@ -22,7 +22,19 @@ if [ $# -gt 0 ]; then
 else
   # Both cores: the exhaustive sweep spreads over them itself, the other tests run two at a time.
   step "ctest: every test but the 2^32 sweep (-j2)" ctest --test-dir build --output-on-failure -LE exhaustive -j2
-  step "ctest: exhaustive 2^32 encoder sweep, every SIMD target" ctest --test-dir build --output-on-failure -L exhaustive
-  # The Python package (docs/python.md): pip install ./python into build-python/venv, pytest.
-  step "python package (pip install ./python, pytest)" bash tests/scripts/python.sh
+  # The Python package (docs/python.md): pip install ./python into build-python/venv, pytest. It
+  # runs one process at a time (pip, then pytest: one core busy), so it runs beside the sweep,
+  # whose threads take whatever the cores leave; its output follows the sweep's.
+  mkdir -p build-python
+  step "python package (pip install ./python, pytest; beside the sweep)" bash tests/scripts/python.sh \
+    >build-python/python.log 2>&1 &
+  py=$!
+  rc=0
+  step "ctest: exhaustive 2^32 encoder sweep, every SIMD target" ctest --test-dir build --output-on-failure -L exhaustive || rc=$?
+  py_rc=0
+  wait $py || py_rc=$?
+  echo "==== python package (build-python/python.log)"
+  cat build-python/python.log
+  [ $rc -eq 0 ] || exit $rc
+  exit $py_rc
 fi
