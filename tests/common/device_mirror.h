@@ -43,8 +43,13 @@ class DeviceMirror {
   DeviceMirror(const DeviceMirror&) = delete;
   DeviceMirror& operator=(const DeviceMirror&) = delete;
   cudaError_t error() const { return error_; }
+  // cudaMemcpy from pageable memory returns once the bytes are staged, before their DMA to the
+  // device has finished (CUDA's "API synchronization behavior"): ordered before later work of the
+  // legacy default stream only. The tests' non-blocking streams (graph replays, the concurrency
+  // test) are not ordered after it, so the upload waits for the legacy stream.
   cudaError_t upload() {
-    return cudaMemcpy(base_, host_->storage().data(), host_->storage().size(), cudaMemcpyHostToDevice);
+    const cudaError_t e = cudaMemcpy(base_, host_->storage().data(), host_->storage().size(), cudaMemcpyHostToDevice);
+    return e == cudaSuccess ? cudaStreamSynchronize(cudaStreamLegacy) : e;
   }
   cudaError_t download() {
     if (error_ != cudaSuccess) return error_;

@@ -158,9 +158,10 @@ struct Fp4Tensors {
 };
 
 inline std::string compare_fp4(Fp4Tensors& a, Fp4Tensors& b) {
+  // Every tensor that differs (whether the residual's sums differ too locates a failure).
   std::string d = first_difference("output", *a.output, *b.output);
-  if (d.empty()) d = first_difference("scales", *a.scales, *b.scales);
-  if (d.empty() && a.residual) d = first_difference("residual", *a.residual, *b.residual);
+  join_difference(d, first_difference("scales", *a.scales, *b.scales));
+  if (a.residual) join_difference(d, first_difference("residual", *a.residual, *b.residual));
   return d;
 }
 

@@ -264,12 +264,20 @@ inline std::string first_difference(const char* what, const HostTensor& a, const
   const auto& y = b.storage();
   const size_t offset_a = size_t(a.data_begin() - x.data()), offset_b = size_t(b.data_begin() - y.data());
   const size_t n = a.data_bytes();
+  // The first difference, and how many bytes differ and where the last one is (a wrong element,
+  // a wrong row or a wrong tensor: where a failure comes from).
+  size_t count = 0, first = 0, last = 0;
   for (size_t i = 0; i < n; ++i)
     if (a.data_begin()[i] != b.data_begin()[i]) {
-      std::ostringstream s;
-      s << what << " byte " << i << ": " << int(a.data_begin()[i]) << " vs " << int(b.data_begin()[i]);
-      return s.str();
+      if (count++ == 0) first = i;
+      last = i;
     }
+  if (count != 0) {
+    std::ostringstream s;
+    s << what << " byte " << first << ": " << int(a.data_begin()[first]) << " vs " << int(b.data_begin()[first])
+      << " (" << count << " of " << n << " bytes differ, the last at byte " << last << ")";
+    return s.str();
+  }
   // Guard bytes before and after the data must be untouched poison in both.
   for (const HostTensor* t : {&a, &b}) {
     const auto& st = t->storage();
@@ -280,11 +288,16 @@ inline std::string first_difference(const char* what, const HostTensor& a, const
   return "";
 }
 
+// Appends a tensor's difference (if any) to a list of them.
+inline void join_difference(std::string& all, const std::string& d) {
+  if (!d.empty()) all += (all.empty() ? "" : "; ") + d;
+}
+
 inline std::string compare_outputs(CaseTensors& a, CaseTensors& b) {
+  // Every tensor that differs (whether the residual's sums differ too locates a failure).
   std::string d = first_difference("output", *a.output, *b.output);
-  if (d.empty() && a.scales && a.spec.mode != FUSEDNORM_SCALE_STATIC)
-    d = first_difference("scales", *a.scales, *b.scales);
-  if (d.empty() && a.residual) d = first_difference("residual", *a.residual, *b.residual);
+  if (a.scales && a.spec.mode != FUSEDNORM_SCALE_STATIC) join_difference(d, first_difference("scales", *a.scales, *b.scales));
+  if (a.residual) join_difference(d, first_difference("residual", *a.residual, *b.residual));
   return d;
 }
 
