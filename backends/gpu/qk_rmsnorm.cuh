@@ -109,7 +109,8 @@ __global__ void FN_KERNEL_BOUNDS(kQkMaxBlock, kKind != QkKind::kStats ? 128 : kI
     float inv;
     if constexpr (kKind == QkKind::kApply) {  // the sums are given
       if (!active) continue;
-      inv = qk_inv_rms(c, s, math::float_of(load_elem<4>(row_at<false>(c.lead, c.stats, row), j, sh.access_stats)));
+      inv = qk_inv_rms(c, s, math::float_of(load_elem<4>(row_at<false>(c.lead, c.stats, row), j, sh.access_stats)),
+                       math::pow2_rcp(s.divisor));
     } else {
       // The canonical sum of squares: this thread's 8 partials in step order, then the tree.
       float part[kQkVec];

@@ -56,7 +56,7 @@ __global__ void __launch_bounds__(kQkBlock)
   }
   gpu_allow_next_grid();
   if (ok)
-    qk_apply_vec<kIn, kOut, true>(c, s, L.side[j], e, int32_t(s.width), x, ww, qk_inv_rms(c, s, stat),
+    qk_apply_vec<kIn, kOut, true>(c, s, L.side[j], e, int32_t(s.width), x, ww, qk_inv_rms(c, s, stat, math::pow2_rcp(s.divisor)),
                                   qk_out_rcp<kIn, kOut>(c, L, j), row_at<true>(c.lead, s.out, row));
 }
 using QkSmallFn = void (*)(const QkRmsnormCall, const QkLaunch, const QkSmall);
