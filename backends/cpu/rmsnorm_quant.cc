@@ -55,7 +55,7 @@ HWY_INLINE VF ClampSym(VF v, VF lo, VF hi) {
 // encoder's saturation threshold).
 template <class OutT, bool kNoNaN, bool kSat, bool kClamp>
 HWY_INLINE void EncodeUnit(const float* y, float rcp, float qclamp, char* out, int64_t begin, int64_t end,
-                           NextRow next) {
+                           NextRow next, bool stream) {
   const DF df;
   const int64_t n = int64_t(hn::Lanes(df));
   const VF vr = hn::Set(df, rcp), hi = hn::Set(df, qclamp), lo = hn::Set(df, -qclamp);
@@ -68,10 +68,10 @@ HWY_INLINE void EncodeUnit(const float* y, float rcp, float qclamp, char* out, i
   int64_t i = begin;
   for (; i + 4 * n <= end; i += 4 * n) {
     next.Second(i, i + 4 * n);
-    StoreCodes4x1(enc(i), enc(i + n), enc(i + 2 * n), enc(i + 3 * n), out, i);
+    StoreCodes4x1(enc(i), enc(i + n), enc(i + 2 * n), enc(i + 3 * n), out, i, stream);
   }
   next.Second(i, end);
-  for (; i + n <= end; i += n) StoreCodes<1>(enc(i), out, i);
+  for (; i + n <= end; i += n) StoreCodes<1>(enc(i), out, i, stream);
   if (i < end) {
     HWY_ALIGN char buf[kMaxLaneBytes];
     StoreCodes<1>(enc(i), buf, 0);
@@ -83,30 +83,31 @@ HWY_INLINE void EncodeUnit(const float* y, float rcp, float qclamp, char* out, i
 // above: a NaN or Inf in y).
 template <class OutT>
 HWY_INLINE void EncodeUnitAny(uint32_t amax, bool clamp, const float* y, float rcp, float qclamp, char* out,
-                              int64_t begin, int64_t end, NextRow next) {
+                              int64_t begin, int64_t end, NextRow next, bool stream) {
   const uint32_t rcp_abs = math::bits_of(rcp) & math::kF32AbsMask;
   if (amax < math::kF32InfBits && rcp_abs < math::kF32InfBits) {
     // Finite y times a finite rcp: no y * rcp is NaN. Rounding is monotonic and symmetric, so
     // every |y * rcp| <= |amax * rcp|; a clamp bounds them by qclamp <= qmax_T (validation).
     if (clamp) {
-      EncodeUnit<OutT, true, false, true>(y, rcp, qclamp, out, begin, end, next);
+      EncodeUnit<OutT, true, false, true>(y, rcp, qclamp, out, begin, end, next, stream);
     } else if (math::bits_of(math::mul_rn(math::float_of(amax), math::float_of(rcp_abs))) < OutT::kNoSatBits) {
-      EncodeUnit<OutT, true, false, false>(y, rcp, qclamp, out, begin, end, next);
+      EncodeUnit<OutT, true, false, false>(y, rcp, qclamp, out, begin, end, next, stream);
     } else {
-      EncodeUnit<OutT, true, true, false>(y, rcp, qclamp, out, begin, end, next);
+      EncodeUnit<OutT, true, true, false>(y, rcp, qclamp, out, begin, end, next, stream);
     }
   } else {
-    if (clamp) EncodeUnit<OutT, false, true, true>(y, rcp, qclamp, out, begin, end, next);
-    else EncodeUnit<OutT, false, true, false>(y, rcp, qclamp, out, begin, end, next);
+    if (clamp) EncodeUnit<OutT, false, true, true>(y, rcp, qclamp, out, begin, end, next, stream);
+    else EncodeUnit<OutT, false, true, false>(y, rcp, qclamp, out, begin, end, next, stream);
   }
 }
 
-// The encode pass of a row in units (see YAbsMaxUnits), unit k with multiplier rcp[k].
+// The encode pass of a row in units (see YAbsMaxUnits), unit k with multiplier rcp[k]; stream:
+// the codes with streaming stores (stream_outputs).
 template <class OutT>
 HWY_NOINLINE void EncodeUnits(const float* y, const float* rcp, const uint32_t* amax, bool clamp, float qclamp,
-                              char* out, int64_t h, int64_t unit, NextRow next) {
+                              char* out, int64_t h, int64_t unit, NextRow next, bool stream) {
   for (int64_t b = 0, k = 0; b < h; b += unit, ++k)
-    EncodeUnitAny<OutT>(amax[k], clamp, y, rcp[k], qclamp, out, b, b + unit, next);
+    EncodeUnitAny<OutT>(amax[k], clamp, y, rcp[k], qclamp, out, b, b + unit, next, stream);
 }
 
 // A row with a static scale in one pass: the codes of ((x * inv) * g) * rcp straight from x (a
@@ -117,7 +118,7 @@ HWY_NOINLINE void EncodeUnits(const float* y, const float* rcp, const uint32_t* 
 // any large value does).
 template <class InT, class OutT, bool kNoNaN>
 HWY_NOINLINE void StaticRow(const char* x, const float* g, VF inv, float rcp_s, bool clamp, float qclamp, char* out,
-                            int64_t h, NextRow next) {
+                            int64_t h, NextRow next, bool stream) {
   const DF df;
   const int64_t n = int64_t(hn::Lanes(df));
   const VF rcp = hn::Set(df, rcp_s), hi = hn::Set(df, qclamp), lo = hn::Set(df, -qclamp);
@@ -132,11 +133,11 @@ HWY_NOINLINE void StaticRow(const char* x, const float* g, VF inv, float rcp_s, 
     next.First(i, i + 4 * n);
     next.Second(i, i + 4 * n);
     StoreCodes4x1(enc(InT::Load(x, i), i), enc(InT::Load(x, i + n), i + n), enc(InT::Load(x, i + 2 * n), i + 2 * n),
-                  enc(InT::Load(x, i + 3 * n), i + 3 * n), out, i);
+                  enc(InT::Load(x, i + 3 * n), i + 3 * n), out, i, stream);
   }
   next.First(i, h);
   next.Second(i, h);
-  for (; i + n <= h; i += n) StoreCodes<1>(enc(InT::Load(x, i), i), out, i);
+  for (; i + n <= h; i += n) StoreCodes<1>(enc(InT::Load(x, i), i), out, i, stream);
   if (i < h) {
     HWY_ALIGN char buf[kMaxLaneBytes];
     StoreCodes<1>(enc(InT::LoadUpTo(x, i, h), i), buf, 0);
@@ -154,9 +155,10 @@ HWY_INLINE void StoreScale(const RmsnormQuantCall& c, char* scale_row, int64_t g
 }
 
 // g: gamma' (GammaPrime), padded with zeros to a whole vector; g_finite: whether every gamma' is
-// finite (found for static scales only).
+// finite (found for static scales only); stream: the codes with streaming stores (stream_outputs).
 template <class InT, class OutT>
-void RmsnormQuantRowsT(const RmsnormQuantCall& c, int64_t row_begin, int64_t row_end, const float* g, bool g_finite) {
+void RmsnormQuantRowsT(const RmsnormQuantCall& c, int64_t row_begin, int64_t row_end, const float* g, bool g_finite,
+                       bool stream) {
   const DF df;
   const int64_t n = int64_t(hn::Lanes(df));
   const int64_t h = c.h;
@@ -187,8 +189,8 @@ void RmsnormQuantRowsT(const RmsnormQuantCall& c, int64_t row_begin, int64_t row
     const VF inv = hn::Set(df, inv_s);
     if (c.mode == FUSEDNORM_SCALE_STATIC) {
       const bool no_nan = static_no_nan && (math::bits_of(inv_s) & math::kF32AbsMask) < math::kF32InfBits;
-      if (no_nan) StaticRow<InT, OutT, true>(x, g, inv, static_rcp, clamp, c.qclamp, out, h, next);
-      else StaticRow<InT, OutT, false>(x, g, inv, static_rcp, clamp, c.qclamp, out, h, next);
+      if (no_nan) StaticRow<InT, OutT, true>(x, g, inv, static_rcp, clamp, c.qclamp, out, h, next, stream);
+      else StaticRow<InT, OutT, false>(x, g, inv, static_rcp, clamp, c.qclamp, out, h, next, stream);
       continue;
     }
     // The y pass of all units, then their scales (independent divisions, which pipeline), then
@@ -200,29 +202,30 @@ void RmsnormQuantRowsT(const RmsnormQuantCall& c, int64_t row_begin, int64_t row
       StoreScale(c, scale_row, k, s.stored);
       rcp[k] = s.r;
     }
-    EncodeUnits<OutT>(y, rcp, amax, clamp, c.qclamp, out, h, unit, next);
+    EncodeUnits<OutT>(y, rcp, amax, clamp, c.qclamp, out, h, unit, next, stream);
   }
 }
 
 template <class InT>
 void RmsnormQuantRowsIn(const RmsnormQuantCall& c, int64_t row_begin, int64_t row_end, const float* g,
-                        bool g_finite) {
+                        bool g_finite, bool stream) {
   switch (c.out_type) {
 #define FN_MINIFLOAT(name, ...) \
-  case DType::k_##name: return RmsnormQuantRowsT<InT, OutMini<math::name>>(c, row_begin, row_end, g, g_finite);
+  case DType::k_##name: return RmsnormQuantRowsT<InT, OutMini<math::name>>(c, row_begin, row_end, g, g_finite, stream);
 #include "math/formats.inc"
 #undef FN_MINIFLOAT
-    case DType::kI8: return RmsnormQuantRowsT<InT, OutInt8>(c, row_begin, row_end, g, g_finite);
+    case DType::kI8: return RmsnormQuantRowsT<InT, OutInt8>(c, row_begin, row_end, g, g_finite, stream);
     default: return;  // validation admits no other output
   }
 }
 
 // This unit's input dtype (static: each unit has its own).
-static void RmsnormQuantRows(const RmsnormQuantCall& c, int64_t row_begin, int64_t row_end, uint64_t call_id) {
+static void RmsnormQuantRows(const RmsnormQuantCall& c, int64_t row_begin, int64_t row_end, uint64_t call_id,
+                             bool stream) {
   bool g_finite = false;
   const float* g = CallGamma(c.w_type, c.norm == FUSEDNORM_NORM_RMS ? c.weight : nullptr, c.weight_offset, c.h, call_id,
                              c.mode == FUSEDNORM_SCALE_STATIC ? &g_finite : nullptr);
-  RmsnormQuantRowsIn<FUSEDNORM_CPU_IN_T>(c, row_begin, row_end, g, g_finite);
+  RmsnormQuantRowsIn<FUSEDNORM_CPU_IN_T>(c, row_begin, row_end, g, g_finite, stream);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -241,8 +244,10 @@ HWY_EXPORT(RmsnormQuantRows);
 void HWY_CONCAT(cpu_rmsnorm_quant_, FUSEDNORM_CPU_IN)(const RmsnormQuantCall& call) {
   if (call.h == 0) return;
   const uint64_t call_id = next_call_id();
+  // Every output format is one byte an element (packed scales: 4 more a row).
+  const bool stream = stream_outputs(call.lead.rows * (call.h + (call.packed ? 4 : 0)));
   parallel_rows(call.lead.rows, block_rows(call.lead.rows, call.h),
-                [&](int64_t r0, int64_t r1) { HWY_DYNAMIC_DISPATCH(RmsnormQuantRows)(call, r0, r1, call_id); });
+                [&](int64_t r0, int64_t r1) { HWY_DYNAMIC_DISPATCH(RmsnormQuantRows)(call, r0, r1, call_id, stream); });
 }
 
 }  // namespace fusednorm

@@ -320,22 +320,32 @@ HWY_INLINE __m256i PackBytes4x1(VU c0, VU c1, VU c2, VU c3) {
 #endif
 
 // Store 4 * Lanes(DF()) one-byte codes (u32 lanes, each in [0, 255]) to row[i...]: the lanes of
-// c0, then c1, c2, c3.
-HWY_INLINE void StoreCodes4x1(VU c0, VU c1, VU c2, VU c3, char* row, int64_t i) {
+// c0, then c1, c2, c3 (stream: with the non-temporal hint where row + i is aligned to the store's
+// width, as StoreHint).
+HWY_INLINE void StoreCodes4x1(VU c0, VU c1, VU c2, VU c3, char* row, int64_t i, bool stream = false) {
+  void* p = row + i;
+  const uintptr_t at = reinterpret_cast<uintptr_t>(p);
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  _mm512_storeu_si512(reinterpret_cast<void*>(row + i), PackBytes4x1(c0, c1, c2, c3));
+  const __m512i b = PackBytes4x1(c0, c1, c2, c3);
+  if (stream && at % 64 == 0) _mm512_stream_si512(reinterpret_cast<__m512i*>(p), b);
+  else _mm512_storeu_si512(p, b);
 #elif HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + i), PackBytes4x1(c0, c1, c2, c3));
+  const __m256i b = PackBytes4x1(c0, c1, c2, c3);
+  if (stream && at % 32 == 0) _mm256_stream_si256(reinterpret_cast<__m256i*>(p), b);
+  else _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), b);
 #elif HWY_ARCH_X86 && (HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3)
   const __m128i ab = _mm_packs_epi32(c0.raw, c1.raw);
   const __m128i cd = _mm_packs_epi32(c2.raw, c3.raw);
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(row + i), _mm_packus_epi16(ab, cd));
+  const __m128i b = _mm_packus_epi16(ab, cd);
+  if (stream && at % 16 == 0) _mm_stream_si128(reinterpret_cast<__m128i*>(p), b);
+  else _mm_storeu_si128(reinterpret_cast<__m128i*>(p), b);
 #else
+  (void)at;
   const int64_t n = int64_t(hn::Lanes(DU()));
-  StoreCodes<1>(c0, row, i);
-  StoreCodes<1>(c1, row, i + n);
-  StoreCodes<1>(c2, row, i + 2 * n);
-  StoreCodes<1>(c3, row, i + 3 * n);
+  StoreCodes<1>(c0, row, i, stream);
+  StoreCodes<1>(c1, row, i + n, stream);
+  StoreCodes<1>(c2, row, i + 2 * n, stream);
+  StoreCodes<1>(c3, row, i + 3 * n, stream);
 #endif
 }
 

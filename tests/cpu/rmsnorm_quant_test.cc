@@ -131,6 +131,34 @@ TEST_CASE("rmsnorm_quant: static scale with an Inf, NaN or huge weight, every ta
     }
 }
 
+// Calls whose outputs outgrow the threads' private caches write their codes with streaming
+// stores (backends/cpu/parallel.h stream_outputs: at least 2 MiB a thread; one thread here, 520
+// rows of 4096 codes). The same bytes as the reference on every target, for each way of scaling,
+// packed scales (rows of H + 4 bytes: most stores misaligned for streaming) and a misaligned,
+// padded layout (plain stores where a vector is not aligned).
+TEST_CASE("rmsnorm_quant: outputs large enough for streaming stores, every target", "[rmsnorm_quant][cpu]") {
+  std::mt19937_64 rng(31);
+  tbb::task_arena single(1);
+  single.execute([&] {
+    for (int variant = 0; variant < 5; ++variant) {
+      CaseSpec s;
+      s.h = 4096;
+      s.lead = {520};
+      s.mode = variant == 0 ? FUSEDNORM_SCALE_STATIC : variant == 2 ? FUSEDNORM_SCALE_DYNAMIC_GROUP : FUSEDNORM_SCALE_DYNAMIC_ROW;
+      if (variant == 3) s.placement = FUSEDNORM_SCALES_PACKED_ROW_END;
+      if (variant == 4) {
+        s.row_pad = 3;
+        s.misalign = 2;
+        s.residual = true;
+        s.out = DType::kI8;
+      }
+      CaseTensors t(s);
+      t.fill_random(rng);
+      check_case(t, 31);
+    }
+  });
+}
+
 TEST_CASE("rmsnorm_quant: results do not depend on the thread count", "[rmsnorm_quant][cpu]") {
   std::mt19937_64 rng(11);
   for (int mode : {FUSEDNORM_SCALE_DYNAMIC_ROW, FUSEDNORM_SCALE_DYNAMIC_GROUP}) {
