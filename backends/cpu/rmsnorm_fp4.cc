@@ -206,14 +206,28 @@ void RmsnormFp4RowsT(const RmsnormFp4Call& c, int64_t row_begin, int64_t row_end
   const bool nv = c.format == FUSEDNORM_FP4_NVFP4;
   const float* dec_table = ScaleDecodeTable(nv);
   const bool gs_finite = (math::bits_of(gs) & math::kF32AbsMask) < math::kF32InfBits;
+  // After the sum of squares, a row in pieces of whole blocks (about 1024 elements, a whole number
+  // of vectors of blocks): each piece's y and block maxima, its scales, its codes, while its y is
+  // in L1 (a row's y, 32 KiB at H 8192, is not, beside x and gamma'). Scales depend only on their
+  // block: the same bytes as whole-row passes.
+  const int64_t piece_blocks = std::max<int64_t>(1, (1024 / c.block + n - 1) / n) * n;
   for (int64_t r = row_begin; r < row_end; ++r) {
     char* out = row_ptr(c.lead, c.out, r);
     NextRow next;
     float inv_s = 1.0f;
     const char* x = StartRow<InT>(c, r, h_f, part, &next, &inv_s);
-    if (c.block >= n) YBlockMax<InT>(x, g, hn::Set(df, inv_s), y, h, c.block, amax, next);
-    else YAbsMaxUnits<InT>(x, g, hn::Set(df, inv_s), y, h, c.block, amax, next);
-    const bool finite = BlockScales(amax, blocks, nv, gs, dec_table, codes, rcp);
+    const VF inv = hn::Set(df, inv_s);
+    for (int64_t b0 = 0; b0 < blocks; b0 += piece_blocks) {
+      const int64_t nb = std::min(piece_blocks, blocks - b0), off = b0 * c.block, len = nb * c.block;
+      const char* xp = x + off * InT::kBytes;
+      const NextRow np = next.At(off);
+      if (c.block >= n) YBlockMax<InT>(xp, g + off, inv, y + off, len, c.block, amax + b0, np);
+      else YAbsMaxUnits<InT>(xp, g + off, inv, y + off, len, c.block, amax + b0, np);
+      // A finite piece and global scale: every r is finite, so no y × r is NaN.
+      if (BlockScales(amax + b0, nb, nv, gs, dec_table, codes + b0, rcp + b0) && gs_finite)
+        EncodeFp4Row<true>(y + off, rcp + b0, len, c.block, out + off / 2, np);
+      else EncodeFp4Row<false>(y + off, rcp + b0, len, c.block, out + off / 2, np);
+    }
     char* srow = c.swizzled ? c.scales.data : row_ptr(c.lead, c.scales, r);
     if (c.swizzled) {
       // Blocks 4k .. 4k+3 of a row are 4 adjacent bytes of the 128x4 tile layout, tile k at
@@ -228,9 +242,6 @@ void RmsnormFp4RowsT(const RmsnormFp4Call& c, int64_t row_begin, int64_t row_end
     } else {
       for (int64_t b = 0; b < blocks; ++b) srow[b] = char(codes[b]);
     }
-    // A finite row and global scale: every r is finite, so no y × r is NaN.
-    if (finite && gs_finite) EncodeFp4Row<true>(y, rcp, h, c.block, out, next);
-    else EncodeFp4Row<false>(y, rcp, h, c.block, out, next);
   }
 }
 
