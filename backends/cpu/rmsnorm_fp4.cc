@@ -85,52 +85,6 @@ HWY_NOINLINE void EncodeFp4Row(const float* y, const float* r, int64_t h, int64_
                       (math::f4e2m1::encode<false>(math::mul_rn(y[i + 1], r[(i + 1) / block])) << 4));
 }
 
-// One level of a max tree on 2 * Lanes consecutive lanes: lane j of the result is the max of
-// lanes 2j and 2j+1 (of lo, then of hi), as PairSums for sums.
-HWY_INLINE VU PairMax(VU lo, VU hi) {
-#if HWY_TARGET == HWY_SCALAR
-  return hn::Max(lo, hi);
-#else
-  const DU du;
-  return hn::Max(hn::ConcatEven(du, hi, lo), hn::ConcatOdd(du, hi, lo));
-#endif
-}
-
-// y = (x × inv) × g over the row into y, and amax[b] = max of bits(|y|) over block b. Vectors lie
-// inside blocks (block >= Lanes). Lanes blocks at a time: each block's lane-wise max of its
-// vectors is a leaf of a PairMax tree (PairTree, rows-inl.h) whose root holds the Lanes blocks'
-// maxima in block order; blocks past the row are zero leaves. Integer maxima: order-free.
-template <class InT>
-HWY_NOINLINE void YBlockMax(const char* x, const float* g, VF inv, float* y, int64_t h, int64_t block, uint32_t* amax,
-                            NextRow next) {
-  const DF df;
-  const DU du;
-  const DI di;
-  constexpr int kL = int(HWY_LANES(float));
-  const int64_t n = int64_t(hn::Lanes(df));
-  const int64_t blocks = h / block;
-  const VI abs_mask = hn::Set(di, int32_t(math::kF32AbsMask));
-  const auto leaf = [&](int64_t b) {
-    VI m = hn::Zero(di);
-    if (b >= blocks) return hn::BitCast(du, m);
-    for (int64_t i = b * block; i < (b + 1) * block; i += n) {
-      const VF v = hn::Mul(hn::Mul(InT::Load(x, i), inv), hn::LoadU(df, g + i));
-      hn::StoreU(v, df, y + i);
-      m = hn::Max(m, hn::And(hn::BitCast(di, v), abs_mask));
-    }
-    return hn::BitCast(du, m);
-  };
-  // amax has room for a whole number of vectors (the caller pads it): the root goes there as is.
-  for (int64_t b = 0; b < blocks; b += n) {
-    next.First(b * block, std::min(b + n, blocks) * block);
-    if (n == kL) {
-      hn::StoreU(PairTree<kL>(leaf, b, PairMax), du, amax + b);
-    } else {  // a scalable target's fewer lanes: each block's lanes reduced on their own
-      for (int64_t k = 0; k < n; ++k) amax[b + k] = hn::GetLane(hn::MaxOfLanes(du, leaf(b + k)));
-    }
-  }
-}
-
 // The block scales of a row, Lanes blocks at a time: the shared math's formulas
 // (math::nvfp4_block_scale / mxfp4_block_scale) as vector operations. Every step is an exact
 // IEEE operation or an encoder proven equal to the scalar one; dec(sf) is a table lookup of the

@@ -101,6 +101,28 @@ HWY_INLINE void EncodeUnitAny(uint32_t amax, bool clamp, const float* y, float r
   }
 }
 
+// The encode pass of a row of groups of at least a vector (group = 2^shift >= Lanes), every group
+// known finite with a finite multiplier and below the encoder's saturation threshold (the
+// conditions under which EncodeUnitAny takes EncodeUnit<OutT, true, false, false>, which computes
+// the same codes): one loop over the row, each vector's multiplier that of its group, four
+// vectors to a store (instead of a loop, its set-up and its tail a group).
+template <class OutT>
+HWY_NOINLINE void EncodeGroupsNoSat(const float* y, const float* rcp, int shift, char* out, int64_t h, NextRow next,
+                                    bool stream) {
+  const DF df;
+  const int64_t n = int64_t(hn::Lanes(df));
+  const auto enc = [&](int64_t i) {
+    return OutT::template EncodeNoNaN<false>(hn::Mul(hn::LoadU(df, y + i), hn::Set(df, rcp[i >> shift])));
+  };
+  int64_t i = 0;
+  for (; i + 4 * n <= h; i += 4 * n) {
+    next.Second(i, i + 4 * n);
+    StoreCodes4x1(enc(i), enc(i + n), enc(i + 2 * n), enc(i + 3 * n), out, i, stream);
+  }
+  next.Second(i, h);
+  for (; i < h; i += n) StoreCodes<1>(enc(i), out, i, stream);  // h and the group: multiples of Lanes
+}
+
 // The encode pass of a row in units (see YAbsMaxUnits), unit k with multiplier rcp[k]; stream:
 // the codes with streaming stores (stream_outputs).
 template <class OutT>
@@ -169,7 +191,7 @@ void RmsnormQuantRowsT(const RmsnormQuantCall& c, int64_t row_begin, int64_t row
   const int64_t unit = c.mode == FUSEDNORM_SCALE_STATIC ? h : c.group;
   const int64_t units = h / unit;
   // Per unit of a row: the max of bits(|y|) and the multiplier.
-  uint32_t* amax = reinterpret_cast<uint32_t*>(Scratch(3, size_t(units)));
+  uint32_t* amax = reinterpret_cast<uint32_t*>(Scratch(3, size_t((units + n - 1) / n * n)));  // YBlockMax: whole vectors
   float* rcp = Scratch(4, size_t(units));
   const float h_f = math::length_f32(h);
   const float static_rcp = c.mode == FUSEDNORM_SCALE_STATIC ? 1.0f / static_scale_value(c) : 0.0f;
@@ -195,14 +217,22 @@ void RmsnormQuantRowsT(const RmsnormQuantCall& c, int64_t row_begin, int64_t row
     }
     // The y pass of all units, then their scales (independent divisions, which pipeline), then
     // the codes.
-    YAbsMaxUnits<InT>(x, g, inv, y, h, unit, amax, next);
+    // Groups of at least a vector: Lanes groups' maxima reduced together (YBlockMax's tree), not
+    // a horizontal max a group.
+    if (unit < h && unit >= n) YBlockMax<InT>(x, g, inv, y, h, unit, amax, next);
+    else YAbsMaxUnits<InT>(x, g, inv, y, h, unit, amax, next);
     char* scale_row = c.packed ? out : row_ptr(c.lead, c.scales, r);
+    bool no_sat = !clamp;  // every unit under EncodeUnitAny's EncodeUnit<OutT, true, false, false>
     for (int64_t k = 0; k < units; ++k) {
       const math::DynamicScale s = math::dynamic_scale(amax[k], c.qmax, c.scale_ub, c.min_scale, c.scale_type);
       StoreScale(c, scale_row, k, s.stored);
       rcp[k] = s.r;
+      const uint32_t rcp_abs = math::bits_of(s.r) & math::kF32AbsMask;
+      no_sat = no_sat && amax[k] < math::kF32InfBits && rcp_abs < math::kF32InfBits &&
+               math::bits_of(math::mul_rn(math::float_of(amax[k]), math::float_of(rcp_abs))) < OutT::kNoSatBits;
     }
-    EncodeUnits<OutT>(y, rcp, amax, clamp, c.qclamp, out, h, unit, next, stream);
+    if (unit < h && unit >= n && no_sat) EncodeGroupsNoSat<OutT>(y, rcp, __builtin_ctzll(uint64_t(unit)), out, h, next, stream);
+    else EncodeUnits<OutT>(y, rcp, amax, clamp, c.qclamp, out, h, unit, next, stream);
   }
 }
 

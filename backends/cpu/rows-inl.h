@@ -98,15 +98,20 @@ using InF32 = In<float, DType::kF32>;
 using InF16 = In<F16Tag, DType::kF16>;
 using InBF16 = In<BF16Tag, DType::kBF16>;
 
-// One level of the pairwise tree on 2 * Lanes consecutive partials: lane j of the result is
-// lo[2j] + lo[2j+1] (j < Lanes/2), then hi's pairs (docs/numerics.md §2).
-HWY_INLINE VF PairSums(VF lo, VF hi) {
+// One level of a tree on 2 * Lanes consecutive lanes: lane j of the result is op(lo[2j],
+// lo[2j+1]) (j < Lanes/2), then hi's pairs.
+template <class D, class Op>
+HWY_INLINE hn::VFromD<D> PairLevel(D d, hn::VFromD<D> lo, hn::VFromD<D> hi, const Op& op) {
 #if HWY_TARGET == HWY_SCALAR
-  return hn::Add(lo, hi);
+  (void)d;
+  return op(lo, hi);
 #else
-  const DF df;
-  return hn::Add(hn::ConcatEven(df, hi, lo), hn::ConcatOdd(df, hi, lo));
+  return op(hn::ConcatEven(d, hi, lo), hn::ConcatOdd(d, hi, lo));
 #endif
+}
+// The pairwise tree's level on partials: lo[2j] + lo[2j+1] (docs/numerics.md §2).
+HWY_INLINE VF PairSums(VF lo, VF hi) {
+  return PairLevel(DF(), lo, hi, [](VF a, VF b) { return hn::Add(a, b); });
 }
 
 // A pairwise tree over the kN vectors leaf(first) .. leaf(first + kN - 1), depth first (at most
@@ -341,6 +346,47 @@ template <class InT>
 HWY_NOINLINE void YAbsMaxUnits(const char* x, const float* g, VF inv, float* y, int64_t h, int64_t unit,
                                uint32_t* amax, NextRow next) {
   for (int64_t b = 0, k = 0; b < h; b += unit, ++k) amax[k] = YAbsMax<InT>(x, g, inv, y, b, b + unit, next);
+}
+
+// A max tree's level: the max of lanes 2j and 2j+1 (of lo, then of hi).
+HWY_INLINE VU PairMax(VU lo, VU hi) {
+  return PairLevel(DU(), lo, hi, [](VU a, VU b) { return hn::Max(a, b); });
+}
+
+// y = (x × inv) × g over the row into y, and amax[b] = max of bits(|y|) over block b (the blocks
+// of rmsnorm_fp4, the groups of rmsnorm_quant; YAbsMaxUnits' maxima). Vectors lie
+// inside blocks (block >= Lanes). Lanes blocks at a time: each block's lane-wise max of its
+// vectors is a leaf of a PairMax tree (PairTree, rows-inl.h) whose root holds the Lanes blocks'
+// maxima in block order; blocks past the row are zero leaves. Integer maxima: order-free.
+template <class InT>
+HWY_NOINLINE void YBlockMax(const char* x, const float* g, VF inv, float* y, int64_t h, int64_t block, uint32_t* amax,
+                            NextRow next) {
+  const DF df;
+  const DU du;
+  const DI di;
+  constexpr int kL = int(HWY_LANES(float));
+  const int64_t n = int64_t(hn::Lanes(df));
+  const int64_t blocks = h / block;
+  const VI abs_mask = hn::Set(di, int32_t(math::kF32AbsMask));
+  const auto leaf = [&](int64_t b) {
+    VI m = hn::Zero(di);
+    if (b >= blocks) return hn::BitCast(du, m);
+    for (int64_t i = b * block; i < (b + 1) * block; i += n) {
+      const VF v = hn::Mul(hn::Mul(InT::Load(x, i), inv), hn::LoadU(df, g + i));
+      hn::StoreU(v, df, y + i);
+      m = hn::Max(m, hn::And(hn::BitCast(di, v), abs_mask));
+    }
+    return hn::BitCast(du, m);
+  };
+  // amax has room for a whole number of vectors (the caller pads it): the root goes there as is.
+  for (int64_t b = 0; b < blocks; b += n) {
+    next.First(b * block, std::min(b + n, blocks) * block);
+    if (n == kL) {
+      hn::StoreU(PairTree<kL>(leaf, b, PairMax), du, amax + b);
+    } else {  // a scalable target's fewer lanes: each block's lanes reduced on their own
+      for (int64_t k = 0; k < n; ++k) amax[b + k] = hn::GetLane(hn::MaxOfLanes(du, leaf(b + k)));
+    }
+  }
 }
 
 // The start of a normalized row: with a residual, x = in + res rounded to the input dtype and
