@@ -320,27 +320,19 @@ HWY_INLINE __m256i PackBytes4x1(VU c0, VU c1, VU c2, VU c3) {
 #endif
 
 // Store 4 * Lanes(DF()) one-byte codes (u32 lanes, each in [0, 255]) to row[i...]: the lanes of
-// c0, then c1, c2, c3 (stream: with the non-temporal hint where row + i is aligned to the store's
-// width, as StoreHint).
+// c0, then c1, c2, c3 (stream: StoreHint's).
 HWY_INLINE void StoreCodes4x1(VU c0, VU c1, VU c2, VU c3, char* row, int64_t i, bool stream = false) {
-  void* p = row + i;
-  const uintptr_t at = reinterpret_cast<uintptr_t>(p);
+  uint8_t* p = reinterpret_cast<uint8_t*>(row + i);
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  const __m512i b = PackBytes4x1(c0, c1, c2, c3);
-  if (stream && at % 64 == 0) _mm512_stream_si512(reinterpret_cast<__m512i*>(p), b);
-  else _mm512_storeu_si512(p, b);
+  StoreHint(hn::Vec512<uint8_t>{PackBytes4x1(c0, c1, c2, c3)}, hn::Full512<uint8_t>(), p, stream);
 #elif HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
-  const __m256i b = PackBytes4x1(c0, c1, c2, c3);
-  if (stream && at % 32 == 0) _mm256_stream_si256(reinterpret_cast<__m256i*>(p), b);
-  else _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), b);
+  StoreHint(hn::Vec256<uint8_t>{PackBytes4x1(c0, c1, c2, c3)}, hn::Full256<uint8_t>(), p, stream);
 #elif HWY_ARCH_X86 && (HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3)
   const __m128i ab = _mm_packs_epi32(c0.raw, c1.raw);
   const __m128i cd = _mm_packs_epi32(c2.raw, c3.raw);
-  const __m128i b = _mm_packus_epi16(ab, cd);
-  if (stream && at % 16 == 0) _mm_stream_si128(reinterpret_cast<__m128i*>(p), b);
-  else _mm_storeu_si128(reinterpret_cast<__m128i*>(p), b);
+  StoreHint(hn::Vec128<uint8_t>{_mm_packus_epi16(ab, cd)}, hn::Full128<uint8_t>(), p, stream);
 #else
-  (void)at;
+  (void)p;
   const int64_t n = int64_t(hn::Lanes(DU()));
   StoreCodes<1>(c0, row, i, stream);
   StoreCodes<1>(c1, row, i + n, stream);
