@@ -79,18 +79,29 @@ HWY_INLINE void EncodeUnit(const float* y, float rcp, float qclamp, char* out, i
   }
 }
 
+// Whether a unit's y * rcp are never NaN: finite y (amax, the max of bits(|y|) over the unit, below
+// kF32InfBits) times a finite rcp.
+HWY_INLINE bool UnitFinite(uint32_t amax, float rcp) {
+  return amax < math::kF32InfBits && (math::bits_of(rcp) & math::kF32AbsMask) < math::kF32InfBits;
+}
+// For a finite unit: whether every |y * rcp| stays below the encoder's saturation threshold.
+// Rounding is monotonic and symmetric, so every |y * rcp| <= |amax * rcp|.
+template <class OutT>
+HWY_INLINE bool UnitBelowSat(uint32_t amax, float rcp) {
+  return math::bits_of(math::mul_rn(math::float_of(amax), math::float_of(math::bits_of(rcp) & math::kF32AbsMask))) <
+         OutT::kNoSatBits;
+}
+
 // Picks the encoder variant of a unit. amax: max of bits(|y|) over the unit (kF32InfBits and
 // above: a NaN or Inf in y).
 template <class OutT>
 HWY_INLINE void EncodeUnitAny(uint32_t amax, bool clamp, const float* y, float rcp, float qclamp, char* out,
                               int64_t begin, int64_t end, NextRow next, bool stream) {
-  const uint32_t rcp_abs = math::bits_of(rcp) & math::kF32AbsMask;
-  if (amax < math::kF32InfBits && rcp_abs < math::kF32InfBits) {
-    // Finite y times a finite rcp: no y * rcp is NaN. Rounding is monotonic and symmetric, so
-    // every |y * rcp| <= |amax * rcp|; a clamp bounds them by qclamp <= qmax_T (validation).
+  if (UnitFinite(amax, rcp)) {
+    // No y * rcp is NaN; a clamp bounds them by qclamp <= qmax_T (validation).
     if (clamp) {
       EncodeUnit<OutT, true, false, true>(y, rcp, qclamp, out, begin, end, next, stream);
-    } else if (math::bits_of(math::mul_rn(math::float_of(amax), math::float_of(rcp_abs))) < OutT::kNoSatBits) {
+    } else if (UnitBelowSat<OutT>(amax, rcp)) {
       EncodeUnit<OutT, true, false, false>(y, rcp, qclamp, out, begin, end, next, stream);
     } else {
       EncodeUnit<OutT, true, true, false>(y, rcp, qclamp, out, begin, end, next, stream);
@@ -190,6 +201,7 @@ void RmsnormQuantRowsT(const RmsnormQuantCall& c, int64_t row_begin, int64_t row
   // The unit of a dynamic scale: the row in per-row mode (group == h), else each group.
   const int64_t unit = c.mode == FUSEDNORM_SCALE_STATIC ? h : c.group;
   const int64_t units = h / unit;
+  const bool vector_groups = unit < h && unit >= n;  // groups of whole vectors (a power of two >= Lanes)
   // Per unit of a row: the max of bits(|y|) and the multiplier.
   uint32_t* amax = reinterpret_cast<uint32_t*>(Scratch(3, size_t((units + n - 1) / n * n)));  // YBlockMax: whole vectors
   float* rcp = Scratch(4, size_t(units));
@@ -219,7 +231,7 @@ void RmsnormQuantRowsT(const RmsnormQuantCall& c, int64_t row_begin, int64_t row
     // the codes.
     // Groups of at least a vector: Lanes groups' maxima reduced together (YBlockMax's tree), not
     // a horizontal max a group.
-    if (unit < h && unit >= n) YBlockMax<InT>(x, g, inv, y, h, unit, amax, next);
+    if (vector_groups) YBlockMax<InT>(x, g, inv, y, h, unit, amax, next);
     else YAbsMaxUnits<InT>(x, g, inv, y, h, unit, amax, next);
     char* scale_row = c.packed ? out : row_ptr(c.lead, c.scales, r);
     bool no_sat = !clamp;  // every unit under EncodeUnitAny's EncodeUnit<OutT, true, false, false>
@@ -227,11 +239,9 @@ void RmsnormQuantRowsT(const RmsnormQuantCall& c, int64_t row_begin, int64_t row
       const math::DynamicScale s = math::dynamic_scale(amax[k], c.qmax, c.scale_ub, c.min_scale, c.scale_type);
       StoreScale(c, scale_row, k, s.stored);
       rcp[k] = s.r;
-      const uint32_t rcp_abs = math::bits_of(s.r) & math::kF32AbsMask;
-      no_sat = no_sat && amax[k] < math::kF32InfBits && rcp_abs < math::kF32InfBits &&
-               math::bits_of(math::mul_rn(math::float_of(amax[k]), math::float_of(rcp_abs))) < OutT::kNoSatBits;
+      no_sat = no_sat && UnitFinite(amax[k], s.r) && UnitBelowSat<OutT>(amax[k], s.r);
     }
-    if (unit < h && unit >= n && no_sat) EncodeGroupsNoSat<OutT>(y, rcp, __builtin_ctzll(uint64_t(unit)), out, h, next, stream);
+    if (vector_groups && no_sat) EncodeGroupsNoSat<OutT>(y, rcp, __builtin_ctzll(uint64_t(unit)), out, h, next, stream);
     else EncodeUnits<OutT>(y, rcp, amax, clamp, c.qclamp, out, h, unit, next, stream);
   }
 }
