@@ -7,6 +7,8 @@
 #   SOURCE ARGS             the translation unit, and the compile flags separated by '|'; without
 #                           them the script only prepares WORK_DIR/bitcode (the fixture test
 #                           hip_gfx942_bitcode, run once before the compiles)
+#   EXPECT OBJDUMP          optional: an instruction the code object must contain (MI300's fnuz
+#                           conversion in the units that encode f8e4m3fnuz), llvm-objdump to look
 # Debian's device libraries stop at gfx940; oclc_isa_version_942.bc is the gfx940 one with the ISA
 # version constant 9400 changed to 9402, written into WORK_DIR/bitcode (next to links to the others).
 foreach(v CLANG LLVM_DIS LLVM_AS BITCODE WORK_DIR)
@@ -36,6 +38,14 @@ if(DEFINED SOURCE)
   file(READ ${out} magic LIMIT 4 HEX)
   if(NOT magic STREQUAL "7f454c46")
     message(FATAL_ERROR "${out} is not an ELF code object")
+  endif()
+  if(DEFINED EXPECT)
+    execute_process(COMMAND ${OBJDUMP} -d --mcpu=gfx942 ${out} COMMAND grep -c -w ${EXPECT}
+                    RESULTS_VARIABLE rcs OUTPUT_VARIABLE count OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_VARIABLE err)
+    if(NOT rcs STREQUAL "0;0")
+      message(FATAL_ERROR "${out} has no ${EXPECT} (llvm-objdump, grep: ${rcs}) ${err}")
+    endif()
+    set(log "${log} (${count} x ${EXPECT})")
   endif()
   message(STATUS "gfx942: ${out} (${size} bytes)${log}")
   return()

@@ -1,8 +1,9 @@
 // Compiled twice: as CUDA and as HIP. The kernels' encoders: f32 to the 16-bit input dtypes in
 // pairs (round_pair, encode_words: residual sums, qk and mla outputs) and to the output formats
 // two or four at a time (encode2, encode4): hardware conversions where the device has them
-// (gpu_runtime.h), else the shared math; and the kernels with which the plugin's verify_encoders
-// proves the two equal over all inputs (the e2m1 encoders of rmsnorm_fp4 too).
+// (gpu_runtime.h: sm_89+'s FP8 and int8, MI300's fnuz), else the shared math; and the kernels
+// with which the plugin's verify_encoders proves the two equal over all inputs (the e2m1 encoders
+// of rmsnorm_fp4 too).
 #pragma once
 
 #include <stdint.h>
@@ -109,14 +110,17 @@ __device__ __forceinline__ uint32_t soft_encode2(float a, float b) {
   return SoftFormat<kOut>::encode(a) | (SoftFormat<kOut>::encode(b) << 8);
 }
 
-// Bytes equal to 0x80 cleared in w, the others kept: z = w ^ 0x80.. has a zero byte exactly there,
-// and ((z & 0x7F..) + 0x7F..) | z has its top bit clear only in zero bytes (no carry leaves a byte).
-// (z & 0x7F..) is w's magnitudes, w & 0x7F.., which callers may pass in (t).
-__device__ __forceinline__ uint32_t fnuz_clear_neg_zero(uint32_t w, uint32_t t) {
-  const uint32_t zero_bytes = ~((t + 0x7F7F7F7Fu) | (w ^ 0x80808080u)) & 0x80808080u;
-  return w ^ zero_bytes;
+using math::fnuz_clear_neg_zero;  // bytes 0x80 cleared (sm_89's fnuz and MI300's)
+
+#if FN_HIP_FNUZ_CVT
+// f8e4m3fnuz by MI300's conversion: math::encode_fnuz_rne with FN_CVT_FNUZX2, kN = 2 or 4 values,
+// element i in byte i (why these are the shared encoder's bytes: docs/numerics.md §3c, "MI300").
+template <int kN>
+__device__ __forceinline__ uint32_t fnuz_hw(const float* v) {
+  return math::encode_fnuz_rne<kN>(
+      v, [](uint32_t old, float lo, float hi, auto half) { return FN_CVT_FNUZX2(old, lo, hi, decltype(half)::kValue); });
 }
-__device__ __forceinline__ uint32_t fnuz_clear_neg_zero(uint32_t w) { return fnuz_clear_neg_zero(w, w & 0x7F7F7F7Fu); }
+#endif
 
 // Prescaled encoding. Kernels that quantize as enc(y * r) multiply by r * kFactor instead (where
 // prescale_rcp allows it; pre_mult, apply_mult) and call encode2_pre / encode4_pre / encode_pre,
@@ -214,6 +218,12 @@ __device__ __forceinline__ uint32_t encode2(float a, float b) {
   }
   if (kOut == DType::k_f8e4m3fnuz) return encode2_pre<kOut>(math::mul_rn(a, 2.0f), math::mul_rn(b, 2.0f));
 #endif
+#if FN_HIP_FNUZ_CVT  // MI300
+  if (kOut == DType::k_f8e4m3fnuz) {
+    const float v[2] = {a, b};
+    return fnuz_hw<2>(v);
+  }
+#endif
 #if FN_CUDA_ARCH > 0  // CUDA device code: PTX available
   // int8: cvt.rni.sat rounds to nearest even, saturates to [-128, 127] and converts NaN to 0,
   // which is encode_int8 (also proven by verify_encoders).
@@ -254,6 +264,9 @@ __device__ __forceinline__ uint32_t encode4_pre(const float v[4]) {
     fnuz_bump4(w, v);
     return w;
   }
+#endif
+#if FN_HIP_FNUZ_CVT  // MI300: the four codes in one word, the fixes once for it
+  if (kOut == DType::k_f8e4m3fnuz) return fnuz_hw<4>(v);
 #endif
   return encode2<kOut>(v[0], v[1]) | (encode2<kOut>(v[2], v[3]) << 16);
 }

@@ -58,6 +58,16 @@ __device__ __forceinline__ void gpu_allow_next_grid() {}
 // A barrier of row `row`'s threads (see the CUDA one); here the whole block's, which every row's
 // threads reach as often.
 __device__ __forceinline__ void gpu_row_barrier(int, int) { __syncthreads(); }
+// MI300 (gfx940, gfx941, gfx942): v_cvt_pk_fp8_f32 converts two f32 to f8e4m3fnuz codes, round to
+// nearest even (the format of those chips' FP8). `word` 0 writes bytes 0-1 of `old`, 1 bytes 2-3;
+// the other half of `old` is kept. Used only through encode.cuh's fnuz_hw* (their conditions:
+// docs/numerics.md §3c, "MI300").
+#if defined(__HIP_DEVICE_COMPILE__) && (defined(__gfx940__) || defined(__gfx941__) || defined(__gfx942__))
+#define FN_HIP_FNUZ_CVT 1
+#define FN_CVT_FNUZX2(old, lo, hi, word) uint32_t(__builtin_amdgcn_cvt_pk_fp8_f32((lo), (hi), int(old), (word)))
+#else
+#define FN_HIP_FNUZ_CVT 0
+#endif
 // f16 bits to f32 (fpext: v_cvt_f32_f16): exact for every finite f16, keeps Inf, a NaN stays a
 // NaN, as on CUDA.
 __device__ __forceinline__ float gpu_f16_to_f32(uint16_t h) { return static_cast<float>(__builtin_bit_cast(_Float16, h)); }
@@ -216,6 +226,7 @@ __device__ __forceinline__ void gpu_allow_next_grid() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
+#define FN_HIP_FNUZ_CVT 0  // MI300's fnuz conversion: HIP only
 // Hardware conversions (PTX), used where FN_CUDA_ARCH allows them; each is proven equal to the
 // shared math (math/quant_math.h) by the plugin's verify_encoders, except gpu_f16_to_f32 (exact).
 // f16 bits to f32 (sm_53+): exact for every finite f16, keeps Inf, a NaN stays a NaN.

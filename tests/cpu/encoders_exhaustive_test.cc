@@ -259,6 +259,53 @@ TEST_CASE("encoders: mxfp4_block_scale_finite equals mxfp4_block_scale for every
   });
 }
 
+// MI300's f8e4m3fnuz (math::encode_fnuz_rne with the chip's conversion in the HIP kernels): its
+// clamp and mends around a model of the conversion, the shared encoder's code of each value it is
+// given (round to nearest even), with a negative value that rounds to zero as 0x80 (kSignedZero)
+// or 0x00, the two readings docs/numerics.md §3c allows. The model counts every value it is given
+// outside [-240, 240] (NaN included: the clamp sends NaN to +-240 and its byte is replaced after),
+// and returns 0x5A for it, so that no such byte can pass. The pair form takes every input u with
+// ~u: u is checked in the low slot under one reading and (as ~u's partner) in the high slot under
+// the other; every 16th input also goes through the 4-wide form under both.
+std::atomic<uint64_t> g_fnuz_out_of_range{0};
+template <bool kSignedZero>
+struct FnuzRneModel {
+  static uint32_t code(float x) {
+    if (!(x >= -240.0f && x <= 240.0f)) {
+      ++g_fnuz_out_of_range;
+      return 0x5Au;
+    }
+    const uint32_t c = math::f8e4m3fnuz::encode<false>(x);
+    return kSignedZero && c == 0 && (math::bits_of(x) >> 31) != 0 ? 0x80u : c;
+  }
+  template <class Half>
+  uint32_t operator()(uint32_t old, float lo, float hi, Half) const {
+    const uint32_t c = code(lo) | (code(hi) << 8);
+    return Half::kValue ? (old & 0xFFFFu) | (c << 16) : (old & 0xFFFF0000u) | c;
+  }
+};
+uint32_t (*volatile g_fnuz_ref)(float) = math::f8e4m3fnuz::encode<false>;
+
+TEST_CASE("encoders: encode_fnuz_rne (MI300's fnuz) equals f8e4m3fnuz::encode over all 2^32 f32 inputs, "
+          "both readings of a negative zero", "[exhaustive]") {
+  g_fnuz_out_of_range = 0;
+  check_every_u32(uint64_t(1) << 32, "input", [](uint32_t u) {
+    const float v[4] = {math::float_of(u), math::float_of(~u), math::float_of(u ^ 0x80000000u),
+                        math::float_of(~u ^ 0x80000000u)};
+    const uint32_t want0 = g_fnuz_ref(v[0]), want1 = g_fnuz_ref(v[1]);
+    const uint32_t w2 = (u >> 8) & 1u ? math::encode_fnuz_rne<2>(v, FnuzRneModel<true>{})
+                                      : math::encode_fnuz_rne<2>(v, FnuzRneModel<false>{});
+    bool bad = w2 != (want0 | (want1 << 8));
+    if ((u & 15u) == 0) {
+      const uint32_t want = want0 | (want1 << 8) | (g_fnuz_ref(v[2]) << 16) | (g_fnuz_ref(v[3]) << 24);
+      bad |= math::encode_fnuz_rne<4>(v, FnuzRneModel<true>{}) != want;
+      bad |= math::encode_fnuz_rne<4>(v, FnuzRneModel<false>{}) != want;
+    }
+    return bad;
+  });
+  CHECK(g_fnuz_out_of_range.load() == 0);
+}
+
 }  // namespace
 }  // namespace test
 }  // namespace fusednorm
