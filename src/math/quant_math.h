@@ -141,15 +141,8 @@ struct MiniFloat {
 #include "formats.inc"
 #undef FN_MINIFLOAT
 
-// f8e4m3fnuz through a hardware conversion that rounds to nearest even (MI300's v_cvt_pk_fp8_f32:
-// backends/gpu/encode.cuh), kN = 2 or 4 values, element i in byte i. cvt(old, lo, hi, HalfWord<h>)
-// puts the codes of lo and hi into bytes 2h and 2h + 1 of old and keeps the other half (h a type's
-// constant: the instruction takes it as an immediate); it is
-// relied on only for finite values in [-240, 240], and a negative value that rounds to zero may
-// come back as 0x80 or 0x00. Clamp, convert, mend (docs/numerics.md §3c, "MI300"): the shared
-// encoder's bytes for every input, checked over all 2^32 inputs with both readings of the zero
-// (tests/cpu/encoders_exhaustive_test.cc) and, with the chip's conversion, by verify_encoders.
-// Bytes equal to 0x80 cleared in w, the others kept: z = w ^ 0x80.. has a zero byte exactly there,
+// f8e4m3fnuz codes from hardware conversions (sm_89's e4m3fn of 2x, MI300's below): bytes equal
+// to 0x80 cleared in w, the others kept: z = w ^ 0x80.. has a zero byte exactly there,
 // and ((z & 0x7F..) + 0x7F..) | z has its top bit clear only in zero bytes (no carry leaves a byte).
 // (z & 0x7F..) is w's magnitudes, w & 0x7F.., which callers may pass in (t).
 FN_HD uint32_t fnuz_clear_neg_zero(uint32_t w, uint32_t t) {
@@ -157,11 +150,20 @@ FN_HD uint32_t fnuz_clear_neg_zero(uint32_t w, uint32_t t) {
   return w ^ zero_bytes;
 }
 FN_HD uint32_t fnuz_clear_neg_zero(uint32_t w) { return fnuz_clear_neg_zero(w, w & 0x7F7F7F7Fu); }
+// encode_fnuz_rne's pieces: which half of a word its conversion writes, and its clamp.
 template <bool kHigh>
 struct HalfWord {
   static constexpr bool kValue = kHigh;
 };
 FN_HD float fnuz_clamp(float v) { return __builtin_fmaxf(__builtin_fminf(v, 240.0f), -240.0f); }
+// f8e4m3fnuz through a hardware conversion that rounds to nearest even (MI300's v_cvt_pk_fp8_f32:
+// backends/gpu/encode.cuh), kN = 2 or 4 values, element i in byte i. cvt(old, lo, hi, HalfWord<h>)
+// puts the codes of lo and hi into bytes 2h and 2h + 1 of old and keeps the other half (h a type's
+// constant: the instruction takes it as an immediate); it is relied on only for finite values in
+// [-240, 240], and a negative value that rounds to zero may come back as 0x80 or 0x00. Clamp,
+// convert, mend (docs/numerics.md §3c, "MI300"): the shared encoder's bytes for every input,
+// checked over all 2^32 inputs with both readings of the zero (tests/cpu/encoders_exhaustive_test.cc)
+// and, with the chip's conversion, by verify_encoders.
 template <int kN, class Cvt>
 FN_HD uint32_t encode_fnuz_rne(const float* v, Cvt cvt) {
   uint32_t w = cvt(0u, fnuz_clamp(v[0]), fnuz_clamp(v[1]), HalfWord<false>{}) & 0xFFFFu;
