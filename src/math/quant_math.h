@@ -166,7 +166,7 @@ FN_HD float fnuz_clamp(float v) { return __builtin_fmaxf(__builtin_fminf(v, 240.
 // and, with the chip's conversion, by verify_encoders.
 template <int kN, class Cvt>
 FN_HD uint32_t encode_fnuz_rne(const float* v, Cvt cvt) {
-  uint32_t w = cvt(0u, fnuz_clamp(v[0]), fnuz_clamp(v[1]), HalfWord<false>{}) & 0xFFFFu;
+  uint32_t w = cvt(0u, fnuz_clamp(v[0]), fnuz_clamp(v[1]), HalfWord<false>{});  // bytes 2-3: old's 0
   if (kN == 4) w = cvt(w, fnuz_clamp(v[2]), fnuz_clamp(v[3]), HalfWord<true>{});
   w = fnuz_clear_neg_zero(w);
   for (int k = 0; k < kN; ++k)
