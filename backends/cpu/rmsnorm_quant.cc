@@ -178,6 +178,40 @@ HWY_NOINLINE void StaticRow(const char* x, const float* g, VF inv, float rcp_s, 
   }
 }
 
+// dynamic_scale (shared math) of units [0, full) of a row with f32 scales, Lanes units at a time
+// (full: a multiple of Lanes): the same operations in the same order, lane-wise, each one exact
+// IEEE arithmetic or a select, so the same bits. Scale bits into stored[k], multipliers into
+// rcp[k]; returns whether every one of those units is finite with a finite multiplier and below
+// the encoder's saturation threshold (UnitFinite and UnitBelowSat of each).
+template <class OutT>
+HWY_NOINLINE bool DynamicScalesF32(const uint32_t* amax, int64_t full, float qmax, float scale_ub, float min_scale,
+                                   uint32_t* stored, float* rcp) {
+  const DF df;
+  const DU du;
+  const int64_t n = int64_t(hn::Lanes(df));
+  const VF ub = hn::Set(df, scale_ub), lo = hn::Set(df, min_scale), q = hn::Set(df, qmax), zero = hn::Zero(df);
+  auto ok = hn::FirstN(df, size_t(n));
+  for (int64_t k = 0; k < full; k += n) {
+    const VU am = hn::LoadU(du, amax + k);
+    const auto bad = hn::RebindMask(df, GeS(am, math::kF32InfBits));  // NaN or Inf in the unit
+    VF a = hn::BitCast(df, am);
+    a = hn::IfThenElse(hn::Lt(a, ub), a, ub);
+    VF sc = hn::Div(a, q);
+    sc = hn::IfThenElse(hn::Gt(sc, lo), sc, lo);
+    VF r = hn::IfThenZeroElse(hn::Eq(sc, zero), hn::Div(hn::Set(df, 1.0f), sc));
+    r = hn::IfThenZeroElse(hn::RebindMask(df, GeS(hn::And(hn::BitCast(du, r), SetU(math::kF32AbsMask)),
+                                                  math::kF32InfBits)), r);
+    r = hn::IfThenZeroElse(bad, r);
+    hn::StoreU(hn::IfThenElse(hn::RebindMask(du, bad), SetU(math::kF32CanonicalNaN), hn::BitCast(du, sc)), du,
+               stored + k);
+    hn::StoreU(r, df, rcp + k);
+    // UnitBelowSat: every |y × r| <= amax × |r| (r is finite here, 0 where the unit is not).
+    const VU prod = hn::BitCast(du, hn::Mul(hn::BitCast(df, am), hn::Abs(r)));
+    ok = hn::And(ok, hn::AndNot(bad, hn::RebindMask(df, LtS(prod, OutT::kNoSatBits))));
+  }
+  return hn::AllTrue(df, ok);
+}
+
 HWY_INLINE void StoreScale(const RmsnormQuantCall& c, char* scale_row, int64_t group, uint32_t stored) {
   if (c.packed) {
     memcpy(scale_row + c.h, &stored, 4);  // little-endian hosts only
@@ -205,6 +239,7 @@ void RmsnormQuantRowsT(const RmsnormQuantCall& c, int64_t row_begin, int64_t row
   // Per unit of a row: the max of bits(|y|) and the multiplier.
   uint32_t* amax = reinterpret_cast<uint32_t*>(Scratch(3, size_t((units + n - 1) / n * n)));  // YBlockMax: whole vectors
   float* rcp = Scratch(4, size_t(units));
+  uint32_t* stored = reinterpret_cast<uint32_t*>(Scratch(5, size_t(units)));  // DynamicScalesF32's
   const float h_f = math::length_f32(h);
   const float static_rcp = c.mode == FUSEDNORM_SCALE_STATIC ? 1.0f / static_scale_value(c) : 0.0f;
   const bool clamp = !(c.qclamp == INFINITY);  // clamp_sym with +Inf is the identity
@@ -235,7 +270,18 @@ void RmsnormQuantRowsT(const RmsnormQuantCall& c, int64_t row_begin, int64_t row
     else YAbsMaxUnits<InT>(x, g, inv, y, h, unit, amax, next);
     char* scale_row = c.packed ? out : row_ptr(c.lead, c.scales, r);
     bool no_sat = !clamp;  // every unit under EncodeUnitAny's EncodeUnit<OutT, true, false, false>
-    for (int64_t k = 0; k < units; ++k) {
+    int64_t k0 = 0;
+    if (vector_groups && c.scale_type == math::ScaleType::kF32 && units >= n) {
+      // Groups of whole vectors: amax was written as whole vectors (YBlockMax).
+      k0 = units / n * n;
+      no_sat = DynamicScalesF32<OutT>(amax, k0, c.qmax, c.scale_ub, c.min_scale, stored, rcp) && no_sat;
+      if (c.scale_col_stride == 4) {
+        memcpy(scale_row, stored, size_t(k0) * 4);
+      } else {
+        for (int64_t k = 0; k < k0; ++k) memcpy(scale_row + k * c.scale_col_stride, stored + k, 4);
+      }
+    }
+    for (int64_t k = k0; k < units; ++k) {
       const math::DynamicScale s = math::dynamic_scale(amax[k], c.qmax, c.scale_ub, c.min_scale, c.scale_type);
       StoreScale(c, scale_row, k, s.stored);
       rcp[k] = s.r;
