@@ -379,9 +379,13 @@ HWY_NOINLINE void YBlockMax(const char* x, const float* g, VF inv, float* y, int
   const int64_t n = int64_t(hn::Lanes(df));
   const int64_t blocks = h / block;
   const VI abs_mask = hn::Set(di, int32_t(math::kF32AbsMask));
+  // The next row's prefetches: a block's at its start where blocks are long (Lanes blocks' at
+  // once would be a burst of misses), else Lanes blocks' at once (not a call a short block).
+  const bool spread = block >= 4 * n;
   const auto leaf = [&](int64_t b) FN_LAMBDA_INLINE {
     VI m = hn::Zero(di);
     if (b >= blocks) return hn::BitCast(du, m);
+    if (spread) next.First(b * block, (b + 1) * block);
     for (int64_t i = b * block; i < (b + 1) * block; i += n) {
       const VF v = hn::Mul(hn::Mul(InT::Load(x, i), inv), hn::LoadU(df, g + i));
       hn::StoreU(v, df, y + i);
@@ -391,7 +395,7 @@ HWY_NOINLINE void YBlockMax(const char* x, const float* g, VF inv, float* y, int
   };
   // amax has room for a whole number of vectors (the caller pads it): the root goes there as is.
   for (int64_t b = 0; b < blocks; b += n) {
-    next.First(b * block, std::min(b + n, blocks) * block);
+    if (!spread) next.First(b * block, std::min(b + n, blocks) * block);
     if (n == kL) {
       hn::StoreU(PairTree<kL>(leaf, b, PairMax), du, amax + b);
     } else {  // a scalable target's fewer lanes: each block's lanes reduced on their own
