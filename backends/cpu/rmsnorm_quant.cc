@@ -272,13 +272,14 @@ void RmsnormQuantRowsT(const RmsnormQuantCall& c, int64_t row_begin, int64_t row
     bool no_sat = !clamp;  // every unit under EncodeUnitAny's EncodeUnit<OutT, true, false, false>
     int64_t k0 = 0;
     if (vector_groups && c.scale_type == math::ScaleType::kF32 && units >= n) {
-      // Groups of whole vectors: amax was written as whole vectors (YBlockMax).
+      // Groups of whole vectors: amax was written as whole vectors (YBlockMax). Scales are never
+      // packed with groups (validation); contiguous ones go out in one copy.
       k0 = units / n * n;
       no_sat = DynamicScalesF32<OutT>(amax, k0, c.qmax, c.scale_ub, c.min_scale, stored, rcp) && no_sat;
       if (c.scale_col_stride == 4) {
         memcpy(scale_row, stored, size_t(k0) * 4);
       } else {
-        for (int64_t k = 0; k < k0; ++k) memcpy(scale_row + k * c.scale_col_stride, stored + k, 4);
+        for (int64_t k = 0; k < k0; ++k) StoreScale(c, scale_row, k, stored[k]);
       }
     }
     for (int64_t k = k0; k < units; ++k) {

@@ -21,8 +21,8 @@
 #include "hwy/highway.h"
 
 // A lambda that a row loop calls for each vector or block, inlined whatever the compiler's
-// per-unit inlining budget says (GCC left YBlockMax's leaf out of line in one instantiation once
-// the unit's encoders grew: 1.47x the time of a group-128 row): `[&](...) FN_LAMBDA_INLINE {...}`.
+// per-unit inlining budget says (GCC 12 can leave such a leaf out of line in a large unit, at
+// up to 1.5x the row's time): `[&](...) FN_LAMBDA_INLINE {...}`.
 #ifndef FN_LAMBDA_INLINE
 #if defined(__GNUC__) || defined(__clang__)
 #define FN_LAMBDA_INLINE __attribute__((always_inline))
