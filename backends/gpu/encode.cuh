@@ -271,26 +271,56 @@ __device__ __forceinline__ uint32_t encode4_pre(const float v[4]) {
   return encode2<kOut>(v[0], v[1]) | (encode2<kOut>(v[2], v[3]) << 16);
 }
 
+#if FN_CUDA_ARCH >= 890
+// Top bit of each byte of fnuz_plain_bytes(c) set where c's byte (an e4m3fn code of 2x) is already
+// fnuz's code of x: its magnitude t is neither 0 (fn's -0 is 0x80) nor 0x7E or 0x7F (saturation,
+// NaN: the codes of |2x| >= 432). (t + 0x7F) has its top bit set for t >= 1, (t + 0x02) for
+// t >= 0x7E; t <= 0x7F, so no sum carries out of its byte.
+__device__ __forceinline__ uint32_t fnuz_plain_bytes(uint32_t c) {
+  const uint32_t t = c & 0x7F7F7F7Fu;
+  return (t + 0x7F7F7F7Fu) & ~(t + 0x02020202u);
+}
+#endif
+
+#if FN_CUDA_ARCH >= 890
+// fnuz's codes of kN doubled values v2 = 2x (a multiple of 4) none of which saturates
+// (|v2| <= 464, not NaN: the caller knows), element i in byte i of w[i / 4]: the e4m3fn
+// conversion with negative zeros cleared, the one fix such values need.
+template <int kN>
+__device__ __forceinline__ void fnuz_codes_unsaturated(const float v2[kN], uint32_t w[kN / 4]) {
+#pragma unroll
+  for (int i = 0; i < kN / 4; ++i) {
+    uint32_t t;
+    w[i] = fnuz_codes4(v2 + 4 * i, &t);
+  }
+}
+#endif
+
 // kN codes (a multiple of 4) into kN / 4 words, from values multiplied by
 // Prescale<kOut>::kFactor. kRareSat: the caller expects few values of |x| >= 216 (static and
-// per-row scales; not group scales, where every group's largest value maps to qmax = 240): fnuz
-// then skips the byte fixes of saturation and NaN unless a code's magnitude is 0x7E or 0x7F (the
-// only codes of the values that need one: |2x| > 464 converts to 0x7E, NaN to 0x7F), one test
-// for all kN codes.
+// per-row scales; not group scales, where every group's largest value maps to qmax = 240) and few
+// below 2^-11: fnuz then applies neither fix (negative zero, saturation/NaN) unless a code's
+// magnitude is 0, 0x7E or 0x7F (fnuz_plain_bytes: the only codes that may need one), one test for
+// all kN codes.
 template <DType kOut, int kN, bool kRareSat>
 __device__ __forceinline__ void encode_pre(const float v[kN], uint32_t w[kN / 4]) {
   if constexpr (Prescale<kOut>::kFactor != 1.0f && kRareSat) {  // fnuz on sm_89+
 #if FN_CUDA_ARCH >= 890
-    uint32_t high = 0;  // top bit of a byte: its magnitude is 0x7E or 0x7F
+    uint32_t plain = 0x80808080u;
 #pragma unroll
     for (int i = 0; i < kN / 4; ++i) {
-      uint32_t t;
-      w[i] = fnuz_codes4(v + 4 * i, &t);
-      high |= t + 0x02020202u;
+      uint16_t lo, hi;
+      FN_CVT_E4M3X2(lo, v[4 * i], v[4 * i + 1]);
+      FN_CVT_E4M3X2(hi, v[4 * i + 2], v[4 * i + 3]);
+      w[i] = uint32_t(lo) | (uint32_t(hi) << 16);
+      plain &= fnuz_plain_bytes(w[i]);
     }
-    if (__builtin_expect((high & 0x80808080u) != 0, 0)) {
+    if (__builtin_expect(plain != 0x80808080u, 0)) {
 #pragma unroll
-      for (int i = 0; i < kN / 4; ++i) fnuz_bump4(w[i], v + 4 * i);
+      for (int i = 0; i < kN / 4; ++i) {
+        w[i] = fnuz_clear_neg_zero(w[i]);
+        fnuz_bump4(w[i], v + 4 * i);
+      }
     }
 #endif
   } else {
@@ -298,6 +328,38 @@ __device__ __forceinline__ void encode_pre(const float v[kN], uint32_t w[kN / 4]
     for (int i = 0; i < kN / 4; ++i) w[i] = encode4_pre<kOut>(v + 4 * i);
   }
 }
+
+// f8e4m3fnuz from halves, for group scales (where encode_pre's rare fixes would run in every
+// warp: each group's largest value maps to 240). fnuz(x) is the e4m3fn code of x / 2 plus 0x10
+// wherever that code's magnitude t lies in [9, 0x6F]: x / 2 is then a normal fn value below 124
+// (codes 9 and up lie above 1.0625 * 2^-6; code 0x6F = 120 takes |x / 2| < 124), x a normal fnuz
+// value, the fnuz grid at x twice the fn grid at x / 2 (the quanta of binade e and e - 1: the
+// biases differ by one, 8 and 7, and the code's exponent field by 2), and 0x10 moves the
+// exponent field by 2 without reaching the sign bit (t + 0x10 <= 0x7F). No saturation fix is
+// needed: fn(x / 2) of 116 < |x / 2| < 124 is 0x6F (120), and 0x7F is fnuz's 240, which every
+// |x| > 232 encodes to. h = x / 2 by the caller's multiply by r / 2 (half_exact: r / 2 exact), equal
+// to rn(y * r) / 2 wherever it is a normal f32, so wherever t >= 9.
+// Returns whether every byte's t lay in [9, 0x6F] (then w holds fnuz's codes; else the caller
+// encodes the values another way). The test on the packed word: w = c + 0x10101010; where each
+// t is in range no byte carries and each byte's magnitude t + 0x10 is at least 0x19, while a byte
+// of t <= 8 gets at most 0x18 and one of t >= 0x70 wraps to below 0x10 (a carry it sends into the
+// next byte can only add 1 there; the byte itself already fails). (m & 0x7F) + 0x67 has its top
+// bit set exactly for m >= 0x19, no carry leaving the byte.
+#if FN_CUDA_ARCH >= 890
+template <int kN>
+__device__ __forceinline__ bool fnuz_from_halves(const float h[kN], bool half_exact, uint32_t w[kN / 4]) {
+  uint32_t ok = half_exact ? 0x80808080u : 0u;
+#pragma unroll
+  for (int i = 0; i < kN / 4; ++i) {
+    uint16_t lo, hi;
+    FN_CVT_E4M3X2(lo, h[4 * i], h[4 * i + 1]);
+    FN_CVT_E4M3X2(hi, h[4 * i + 2], h[4 * i + 3]);
+    w[i] = (uint32_t(lo) | (uint32_t(hi) << 16)) + 0x10101010u;
+    ok &= (w[i] & 0x7F7F7F7Fu) + 0x67676767u;
+  }
+  return ok == 0x80808080u;
+}
+#endif
 // Four codes, element i in byte i.
 template <DType kOut>
 __device__ __forceinline__ uint32_t encode4(const float v[4]) {
@@ -331,17 +393,61 @@ __global__ void verify_encoder_kernel(uint64_t base, uint64_t n, unsigned long l
     const uint32_t wp = pre ? encode4_pre<kOut>(v) : w4;
     uint32_t wr = wp;  // the form for rare saturation (its test of the codes' magnitudes)
     if (pre) encode_pre<kOut, 4, true>(v, &wr);
+    // fnuz without the saturation fix, checked on the values that may take it (|v| <= 464).
+    uint32_t wu = wp;
+#if FN_CUDA_ARCH >= 890
+    if (kOut == DType::k_f8e4m3fnuz && pre) fnuz_codes_unsaturated<4>(v, &wu);
+#endif
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
       const uint32_t want = SoftFormat<kOut>::encode(v[k]);
       const uint32_t want_pre = pre ? SoftFormat<kOut>::encode(math::div_rn(v[k], Prescale<kOut>::kFactor)) : want;
+      const bool unsat = fabsf(v[k]) <= 464.0f;
       if (((w4 >> (8 * k)) & 0xFFu) != want || ((w2 >> (8 * k)) & 0xFFu) != want ||
-          ((wp >> (8 * k)) & 0xFFu) != want_pre || ((wr >> (8 * k)) & 0xFFu) != want_pre) {
+          ((wp >> (8 * k)) & 0xFFu) != want_pre || ((wr >> (8 * k)) & 0xFFu) != want_pre ||
+          (unsat && ((wu >> (8 * k)) & 0xFFu) != want_pre)) {
         atomicAdd(bad, 1ull);
         atomicMin(first, uint32_t(base + i + k));
       }
     }
   }
+}
+
+// The same check for fnuz_from_halves: position k of a word holds (u + k * 2^23) with its sign
+// flipped for odd k (a binade apart, so that words mix values inside and outside the fast range,
+// and every position sees every pattern), given as rn(v / 2) with half_exact true. Where the
+// function accepts a word, each byte must be the shared encoder's fnuz code of v (its refusals go
+// to encode_pre, whose check is the kernel above); a word whose four |v / 2| lie in [2^-5, 64]
+// must be accepted (so that a function refusing everything fails too).
+template <int kUnused = 0>
+__global__ void verify_fnuz_halves_kernel(uint64_t base, uint64_t n, unsigned long long* bad, unsigned int* first) {
+#if FN_CUDA_ARCH >= 890
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) {
+    const uint32_t u = uint32_t(base + i);
+    float v[4], h[4];
+    bool inner = true;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      v[k] = math::float_of((u + uint32_t(k) * 0x00800000u) ^ (uint32_t(k & 1) << 31));
+      h[k] = math::mul_rn(v[k], 0.5f);
+      inner = inner && fabsf(h[k]) >= 0x1p-5f && fabsf(h[k]) <= 64.0f;
+    }
+    uint32_t w;
+    bool wrong = false;
+    if (fnuz_from_halves<4>(h, true, &w)) {
+#pragma unroll
+      for (int k = 0; k < 4; ++k) wrong = wrong || ((w >> (8 * k)) & 0xFFu) != SoftFormat<DType::k_f8e4m3fnuz>::encode(v[k]);
+    } else {
+      wrong = inner;
+    }
+    if (wrong) {
+      atomicAdd(bad, 1ull);
+      atomicMin(first, u);
+    }
+  }
+#else
+  (void)base; (void)n; (void)bad; (void)first;
+#endif
 }
 
 // The same check for round_pair<kIn>: word i holds patterns base + i (low half) and base + i + 1

@@ -180,6 +180,8 @@ fusednorm_status plugin_verify_encoders(int32_t device, char* msg, size_t n) {
   // The residual's sums rounded in pairs to the 16-bit input dtypes.
   if (st == FUSEDNORM_SUCCESS) st = verify_one(&verify_pair_kernel<DType::kBF16>, "bf16 pairs", bad, first, msg, n);
   if (st == FUSEDNORM_SUCCESS) st = verify_one(&verify_pair_kernel<DType::kF16>, "f16 pairs", bad, first, msg, n);
+  // f8e4m3fnuz from halves (group scales; sm_89+: elsewhere the kernel checks nothing).
+  if (st == FUSEDNORM_SUCCESS) st = verify_one(&verify_fnuz_halves_kernel<>, "f8e4m3fnuz from halves", bad, first, msg, n);
   if (st == FUSEDNORM_SUCCESS) st = verify_one(&verify_f4_kernel<>, "f4e2m1 (branch-free)", bad, first, msg, n);
   if (st == FUSEDNORM_SUCCESS) st = verify_one(&verify_f4_pack_kernel<>, "f4e2m1 (8 packed, |v| < 7)", bad, first, msg, n);
   (void)gpuFree(mem);

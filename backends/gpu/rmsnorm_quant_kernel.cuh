@@ -398,49 +398,86 @@ __global__ void FN_KERNEL_BOUNDS(kMaxBlockThreads, kVec >= 8 ? kMaxNReg8 : 64)
     };
     // 5. Encode and store a step's kVec codes (the clamp only where the caller set a qmax).
     // kClamp: clamp (IntConstant<1>), not (<0>), or as the call says (<2>, tested here).
-    auto encode_store = [&](int s, const PreMult& r, auto clamp_c) {
+    // kEnc: how f8e4m3fnuz on sm_89+ is fixed up (other formats: one way): <0> as the plan
+    // expects (group scales from halves with a fallback, else encode_pre's rare test), <1> no
+    // saturation fix (the caller proved that no value of the step needs one: the per-row
+    // vote below), <2> both fixes on every code.
+    auto encode_store = [&](int s, const PreMult& r, auto clamp_c, auto enc_c) {
       constexpr int kClamp = decltype(clamp_c)::value;
+      constexpr int kEnc = decltype(enc_c)::value;
       if (!active || s >= S) return;
       float q[kVec];
       y_of(s, q);
-      // q = y * r times the encoders' prescale (encode.cuh Prescale, pre_mult: one multiply by
-      // r * kFactor where that is exact); a clamp bound scaled alike (exact: qclamp <= the
-      // format's largest value).
-      apply_mult<kOut, kVec>(r, q);
-      if (kClamp == 1 || (kClamp == 2 && clamp)) {
-        const float qc = math::mul_rn(c.qclamp, Prescale<kOut>::kFactor);
-#pragma unroll
-        for (int j = 0; j < kVec; ++j) q[j] = math::clamp_sym(q[j], qc);
-      }
+      const bool clamped = kClamp == 1 || (kClamp == 2 && clamp);
       uint32_t codes[kVec / 4];
-      encode_pre<kOut, kVec, kPlan != Plan::kGroup>(q, codes);
+      bool done = false;
+#if FN_CUDA_ARCH >= 890
+      if constexpr (kOut == DType::k_f8e4m3fnuz && kPlan == Plan::kGroup && kEnc == 0) {
+        // Group scales: fnuz from y * r / 2 (encode.cuh fnuz_from_halves), its clamp bound halved
+        // alike; a step it refuses (a code below 2^-5 or saturating: few) takes encode_pre below.
+        const float rh = math::mul_rn(r.r, 0.5f);
+        float hv[kVec];
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) hv[j] = math::mul_rn(q[j], rh);
+        if (clamped) {
+          const float qc = math::mul_rn(c.qclamp, 0.5f);
+#pragma unroll
+          for (int j = 0; j < kVec; ++j) hv[j] = math::clamp_sym(hv[j], qc);
+        }
+        done = __builtin_expect(fnuz_from_halves<kVec>(hv, math::mul_rn(rh, 2.0f) == r.r, codes), 1);
+      }
+      if constexpr (kOut == DType::k_f8e4m3fnuz && kEnc == 1) {
+        // The caller's vote: r.pre, and every rn(|y| * 2r) <= 464 (no code saturates).
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) q[j] = math::mul_rn(q[j], r.rp);
+        if (clamped) {
+          const float qc = math::mul_rn(c.qclamp, 2.0f);
+#pragma unroll
+          for (int j = 0; j < kVec; ++j) q[j] = math::clamp_sym(q[j], qc);
+        }
+        fnuz_codes_unsaturated<kVec>(q, codes);
+        done = true;
+      }
+#endif
+      if (!done) {
+        // q = y * r times the encoders' prescale (encode.cuh Prescale, pre_mult: one multiply by
+        // r * kFactor where that is exact); a clamp bound scaled alike (exact: qclamp <= the
+        // format's largest value).
+        apply_mult<kOut, kVec>(r, q);
+        if (clamped) {
+          const float qc = math::mul_rn(c.qclamp, Prescale<kOut>::kFactor);
+#pragma unroll
+          for (int j = 0; j < kVec; ++j) q[j] = math::clamp_sym(q[j], qc);
+        }
+        encode_pre<kOut, kVec, kPlan != Plan::kGroup && kEnc == 0>(q, codes);
+      }
       store_vec<1, kVec, kFast>(out, elem0(s), h, acc.out, codes);
     };
 
     // Steps s0 .. s0 + n - 1, step s with multiplier r_of(s): one test of the clamp and of
     // `active` for them all (the general kernel, whose units may be several a row, tests the
-    // clamp per step: its loop over units stays small enough to unroll).
-    auto encode_steps = [&](int s0, int n, auto r_of) {
+    // clamp per step: its loop over units stays small enough to unroll). enc_c: encode_store's.
+    auto encode_steps = [&](int s0, int n, auto r_of, auto enc_c) {
       if (!active) return;
       if constexpr (!kFast) {
 #pragma unroll
         for (int s = 0; s < kSteps; ++s)
-          if (s >= s0 && s < s0 + n) encode_store(s, r_of(s), IntConstant<2>());
+          if (s >= s0 && s < s0 + n) encode_store(s, r_of(s), IntConstant<2>(), enc_c);
       } else if (clamp) {
 #pragma unroll
         for (int s = 0; s < kSteps; ++s)
-          if (s >= s0 && s < s0 + n) encode_store(s, r_of(s), IntConstant<1>());
+          if (s >= s0 && s < s0 + n) encode_store(s, r_of(s), IntConstant<1>(), enc_c);
       } else {
 #pragma unroll
         for (int s = 0; s < kSteps; ++s)
-          if (s >= s0 && s < s0 + n) encode_store(s, r_of(s), IntConstant<0>());
+          if (s >= s0 && s < s0 + n) encode_store(s, r_of(s), IntConstant<0>(), enc_c);
       }
     };
 
     // 4. Scales and codes: a unit is the tensor (static), a group within a step, or whole steps
     // (the row, or a group of G / P steps).
     if (is_static) {
-      encode_steps(0, kSteps, [&](int) { return static_r; });
+      encode_steps(0, kSteps, [&](int) { return static_r; }, IntConstant<0>());
     } else if (step_groups) {
       // Groups inside a step: G / kVec adjacent lanes share one (every count below is a power of
       // two). The body is compiled per lane count, so its shuffles and shifts are constants.
@@ -503,7 +540,7 @@ __global__ void FN_KERNEL_BOUNDS(kMaxBlockThreads, kVec >= 8 ? kMaxNReg8 : 64)
             if (active && s < S && e < h && (t & (kLanes - 1)) == 0) store_scale(c, scale_base, e >> lg, stored);
           }
         }
-        encode_steps(0, kSteps, [&](int s) { return r[s]; });
+        encode_steps(0, kSteps, [&](int s) { return r[s]; }, IntConstant<0>());
       };
       // G / kVec lanes: a power of two from kSteps (step_groups_fit) to 128 / kVec.
       constexpr int kMinLanes = kStepsPow2, kMaxLanes = 128 / kVec < kWarp ? 128 / kVec : kWarp;
@@ -532,7 +569,21 @@ __global__ void FN_KERNEL_BOUNDS(kMaxBlockThreads, kVec >= 8 ? kMaxNReg8 : 64)
         if (active && t == 0 && s0 * P < h)
           store_scale(c, scale_base, kFast || g >= h ? 0 : (s0 * P) >> (__ffs(g) - 1), ds.stored);
         const PreMult m = pre_mult<kOut>(ds.r);
-        encode_steps(s0, per, [&](int) { return m; });
+        auto r_of = [&](int) { return m; };
+#if FN_CUDA_ARCH >= 890
+        if constexpr (kOut == DType::k_f8e4m3fnuz) {
+          // One vote a warp and unit instead of a test and branch a step: where no lane's largest
+          // |y| reaches |y * 2r| > 464 (rounded: then none of its values does) the saturation fix
+          // is left out, else every code gets both fixes (the warp holding the row's largest
+          // value, about one in T / 32). A NaN maximum or an inexact 2r fails the test.
+          const bool fits = m.pre && math::mul_rn(math::float_of(am.bits()), fabsf(m.rp)) <= 464.0f;
+          if (__all_sync(0xFFFFFFFFu, fits)) encode_steps(s0, per, r_of, IntConstant<1>());
+          else encode_steps(s0, per, r_of, IntConstant<2>());
+        } else
+#endif
+        {
+          encode_steps(s0, per, r_of, IntConstant<0>());
+        }
       }
     }
   };
