@@ -574,8 +574,10 @@ __global__ void FN_KERNEL_BOUNDS(kMaxBlockThreads, kVec >= 8 ? kMaxNReg8 : 64)
         if constexpr (kOut == DType::k_f8e4m3fnuz) {
           // One vote a warp and unit instead of a test and branch a step: where no lane's largest
           // |y| reaches |y * 2r| > 464 (rounded: then none of its values does) the saturation fix
-          // is left out, else every code gets both fixes (the warp holding the row's largest
-          // value, about one in T / 32). A NaN maximum or an inexact 2r fails the test.
+          // is left out, else every code gets both fixes (the warps holding values above about
+          // 0.967 of the row's maximum: one or two of a row's warps on Gaussian data). A NaN
+          // maximum or an inexact 2r fails the test. Every lane of the warp is here (the
+          // loop over units and the reduction before are uniform).
           const bool fits = m.pre && math::mul_rn(math::float_of(am.bits()), fabsf(m.rp)) <= 464.0f;
           if (__all_sync(0xFFFFFFFFu, fits)) encode_steps(s0, per, r_of, IntConstant<1>());
           else encode_steps(s0, per, r_of, IntConstant<2>());
