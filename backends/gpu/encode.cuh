@@ -413,6 +413,41 @@ __global__ void verify_encoder_kernel(uint64_t base, uint64_t n, unsigned long l
   }
 }
 
+#if FN_CUDA_ARCH >= 890
+// The fnuz codes of a step of group scales, y * r from halves (fnuz_from_halves: y * (r / 2), a
+// clamp bound halved alike); false where a word was refused or r / 2 is not exact (the caller
+// then encodes the step through encode_pre).
+template <int kN>
+__device__ __forceinline__ bool fnuz_group_codes(const float y[kN], float r, bool clamped, float qclamp,
+                                                 uint32_t w[kN / 4]) {
+  const float rh = math::mul_rn(r, 0.5f);
+  float h[kN];
+#pragma unroll
+  for (int j = 0; j < kN; ++j) h[j] = math::mul_rn(y[j], rh);
+  if (clamped) {
+    const float qc = math::mul_rn(qclamp, 0.5f);
+#pragma unroll
+    for (int j = 0; j < kN; ++j) h[j] = math::clamp_sym(h[j], qc);
+  }
+  return fnuz_from_halves<kN>(h, math::mul_rn(rh, 2.0f) == r, w);
+}
+// The fnuz codes of a step whose values y * 2r (rp = 2r, exact) none saturates (|y * 2r| <= 464
+// and no NaN: the caller knows), a clamp bound doubled alike: fnuz_codes_unsaturated.
+template <int kN>
+__device__ __forceinline__ void fnuz_unsaturated_step(const float y[kN], float rp, bool clamped, float qclamp,
+                                                      uint32_t w[kN / 4]) {
+  float v2[kN];
+#pragma unroll
+  for (int j = 0; j < kN; ++j) v2[j] = math::mul_rn(y[j], rp);
+  if (clamped) {
+    const float qc = math::mul_rn(qclamp, 2.0f);
+#pragma unroll
+    for (int j = 0; j < kN; ++j) v2[j] = math::clamp_sym(v2[j], qc);
+  }
+  fnuz_codes_unsaturated<kN>(v2, w);
+}
+#endif
+
 // The same check for fnuz_from_halves: position k of a word holds (u + k * 2^23) with its sign
 // flipped for odd k (a binade apart, so that words mix values inside and outside the fast range,
 // and every position sees every pattern), given as rn(v / 2) with half_exact true. Where the

@@ -413,29 +413,12 @@ __global__ void FN_KERNEL_BOUNDS(kMaxBlockThreads, kVec >= 8 ? kMaxNReg8 : 64)
       bool done = false;
 #if FN_CUDA_ARCH >= 890
       if constexpr (kOut == DType::k_f8e4m3fnuz && kPlan == Plan::kGroup && kEnc == 0) {
-        // Group scales: fnuz from y * r / 2 (encode.cuh fnuz_from_halves), its clamp bound halved
-        // alike; a step it refuses (a code below 2^-5 or saturating: few) takes encode_pre below.
-        const float rh = math::mul_rn(r.r, 0.5f);
-        float hv[kVec];
-#pragma unroll
-        for (int j = 0; j < kVec; ++j) hv[j] = math::mul_rn(q[j], rh);
-        if (clamped) {
-          const float qc = math::mul_rn(c.qclamp, 0.5f);
-#pragma unroll
-          for (int j = 0; j < kVec; ++j) hv[j] = math::clamp_sym(hv[j], qc);
-        }
-        done = __builtin_expect(fnuz_from_halves<kVec>(hv, math::mul_rn(rh, 2.0f) == r.r, codes), 1);
+        // Group scales: from halves; a step it refuses (a code below 2^-5 or saturating: few)
+        // takes encode_pre below.
+        done = __builtin_expect(fnuz_group_codes<kVec>(q, r.r, clamped, c.qclamp, codes), 1);
       }
       if constexpr (kOut == DType::k_f8e4m3fnuz && kEnc == 1) {
-        // The caller's vote: r.pre, and every rn(|y| * 2r) <= 464 (no code saturates).
-#pragma unroll
-        for (int j = 0; j < kVec; ++j) q[j] = math::mul_rn(q[j], r.rp);
-        if (clamped) {
-          const float qc = math::mul_rn(c.qclamp, 2.0f);
-#pragma unroll
-          for (int j = 0; j < kVec; ++j) q[j] = math::clamp_sym(q[j], qc);
-        }
-        fnuz_codes_unsaturated<kVec>(q, codes);
+        fnuz_unsaturated_step<kVec>(q, r.rp, clamped, c.qclamp, codes);  // the caller's vote: r.pre
         done = true;
       }
 #endif
