@@ -414,34 +414,38 @@ __global__ void verify_encoder_kernel(uint64_t base, uint64_t n, unsigned long l
 }
 
 #if FN_CUDA_ARCH >= 890
-// v[j] = rn(y[j] * m), clamped to [-qc, qc] where `clamped`.
+// v[j] = rn(v[j] * m) in place, clamped to [-qc, qc] with qc = rn(qclamp * k) where `clamped`.
 template <int kN>
-__device__ __forceinline__ void mul_clamp(const float y[kN], float m, bool clamped, float qc, float v[kN]) {
+__device__ __forceinline__ void mul_clamp(float v[kN], float m, bool clamped, float qclamp, float k) {
 #pragma unroll
-  for (int j = 0; j < kN; ++j) v[j] = math::mul_rn(y[j], m);
-  if (clamped)
+  for (int j = 0; j < kN; ++j) v[j] = math::mul_rn(v[j], m);
+  if (clamped) {
+    const float qc = math::mul_rn(qclamp, k);
 #pragma unroll
     for (int j = 0; j < kN; ++j) v[j] = math::clamp_sym(v[j], qc);
+  }
 }
 // The fnuz codes of a step of group scales, y * r from halves (fnuz_from_halves: y * (r / 2), a
 // clamp bound halved alike); false where a word was refused or r / 2 is not exact (the caller
-// then encodes the step through encode_pre).
+// then encodes the step through encode_pre, from its own copy of y).
 template <int kN>
 __device__ __forceinline__ bool fnuz_group_codes(const float y[kN], float r, bool clamped, float qclamp,
                                                  uint32_t w[kN / 4]) {
   const float rh = math::mul_rn(r, 0.5f);
   float h[kN];
-  mul_clamp<kN>(y, rh, clamped, math::mul_rn(qclamp, 0.5f), h);
+#pragma unroll
+  for (int j = 0; j < kN; ++j) h[j] = y[j];
+  mul_clamp<kN>(h, rh, clamped, qclamp, 0.5f);
   return fnuz_from_halves<kN>(h, math::mul_rn(rh, 2.0f) == r, w);
 }
-// The fnuz codes of a step whose values y * 2r (rp = 2r, exact) none saturates (|y * 2r| <= 464
-// and no NaN: the caller knows), a clamp bound doubled alike: fnuz_codes_unsaturated.
+// The fnuz codes of a step y whose values y * 2r (rp = 2r, exact) none saturates (|y * 2r| <= 464
+// and no NaN: the caller knows), a clamp bound doubled alike: fnuz_codes_unsaturated. y becomes
+// y * 2r.
 template <int kN>
-__device__ __forceinline__ void fnuz_unsaturated_step(const float y[kN], float rp, bool clamped, float qclamp,
+__device__ __forceinline__ void fnuz_unsaturated_step(float y[kN], float rp, bool clamped, float qclamp,
                                                       uint32_t w[kN / 4]) {
-  float v2[kN];
-  mul_clamp<kN>(y, rp, clamped, math::mul_rn(qclamp, 2.0f), v2);
-  fnuz_codes_unsaturated<kN>(v2, w);
+  mul_clamp<kN>(y, rp, clamped, qclamp, 2.0f);
+  fnuz_codes_unsaturated<kN>(y, w);
 }
 #endif
 
