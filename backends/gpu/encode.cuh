@@ -280,9 +280,6 @@ __device__ __forceinline__ uint32_t fnuz_plain_bytes(uint32_t c) {
   const uint32_t t = c & 0x7F7F7F7Fu;
   return (t + 0x7F7F7F7Fu) & ~(t + 0x02020202u);
 }
-#endif
-
-#if FN_CUDA_ARCH >= 890
 // fnuz's codes of kN doubled values v2 = 2x (a multiple of 4) none of which saturates
 // (|v2| <= 464, not NaN: the caller knows), element i in byte i of w[i / 4]: the e4m3fn
 // conversion with negative zeros cleared, the one fix such values need.
@@ -309,10 +306,7 @@ __device__ __forceinline__ void encode_pre(const float v[kN], uint32_t w[kN / 4]
     uint32_t plain = 0x80808080u;
 #pragma unroll
     for (int i = 0; i < kN / 4; ++i) {
-      uint16_t lo, hi;
-      FN_CVT_E4M3X2(lo, v[4 * i], v[4 * i + 1]);
-      FN_CVT_E4M3X2(hi, v[4 * i + 2], v[4 * i + 3]);
-      w[i] = uint32_t(lo) | (uint32_t(hi) << 16);
+      w[i] = encode4_pre<DType::k_f8e4m3fn>(v + 4 * i);  // fn's codes of 2x, no fix yet
       plain &= fnuz_plain_bytes(w[i]);
     }
     if (__builtin_expect(plain != 0x80808080u, 0)) {
@@ -351,10 +345,7 @@ __device__ __forceinline__ bool fnuz_from_halves(const float h[kN], bool half_ex
   uint32_t ok = half_exact ? 0x80808080u : 0u;
 #pragma unroll
   for (int i = 0; i < kN / 4; ++i) {
-    uint16_t lo, hi;
-    FN_CVT_E4M3X2(lo, h[4 * i], h[4 * i + 1]);
-    FN_CVT_E4M3X2(hi, h[4 * i + 2], h[4 * i + 3]);
-    w[i] = (uint32_t(lo) | (uint32_t(hi) << 16)) + 0x10101010u;
+    w[i] = encode4_pre<DType::k_f8e4m3fn>(h + 4 * i) + 0x10101010u;
     ok &= (w[i] & 0x7F7F7F7Fu) + 0x67676767u;
   }
   return ok == 0x80808080u;
