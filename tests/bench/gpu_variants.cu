@@ -12,27 +12,10 @@
 #include <vector>
 
 #include "backends/gpu/launch.cuh"
+#include "tests/bench/gpu_harness.cuh"
 
 using namespace fusednorm;
 using namespace fusednorm::gpu;
-
-#define CK(x)                                                                      \
-  do {                                                                             \
-    cudaError_t e_ = (x);                                                          \
-    if (e_ != cudaSuccess) {                                                       \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      exit(1);                                                                     \
-    }                                                                              \
-  } while (0)
-
-__global__ void fill_bf16(uint16_t* p, size_t n, uint32_t seed) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    uint32_t x = uint32_t(i) * 2654435761u ^ seed;
-    x ^= x >> 13; x *= 0x5bd1e995u; x ^= x >> 15;
-    const float f = (float(x & 0xFFFF) / 65536.0f - 0.5f) * 4.0f;
-    p[i] = uint16_t(__float_as_uint(f) >> 16);
-  }
-}
 
 __global__ void nan_probe(unsigned* seen) {
   // Every f32 NaN bit pattern through the paired conversions; record the codes produced.
@@ -288,25 +271,10 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  // Copy bandwidth, same run.
-  const size_t copy_bytes = size_t(1) << 30;
-  void *ca, *cb;
-  CK(cudaMalloc(&ca, copy_bytes));
-  CK(cudaMalloc(&cb, copy_bytes));
+  const double copy_gbs = copy_bandwidth_gbs();  // same run
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
-  for (int i = 0; i < 3; ++i) CK(cudaMemcpy(cb, ca, copy_bytes, cudaMemcpyDeviceToDevice));
-  CK(cudaEventRecord(e0));
-  for (int i = 0; i < 10; ++i) CK(cudaMemcpy(cb, ca, copy_bytes, cudaMemcpyDeviceToDevice));
-  CK(cudaEventRecord(e1));
-  CK(cudaEventSynchronize(e1));
-  float ms;
-  CK(cudaEventElapsedTime(&ms, e0, e1));
-  const double copy_gbs = 2.0 * copy_bytes * 10 / (ms * 1e-3) / 1e9;
-  printf("# copy %.0f GB/s\n", copy_gbs);
-  CK(cudaFree(ca));
-  CK(cudaFree(cb));
   if (argc > 2 && strcmp(argv[1], "mix") == 0) {
     for (int k = 2; k < argc; ++k) mix_floor(atoll(argv[k]), copy_gbs, prop.multiProcessorCount);
     return 0;
@@ -435,6 +403,7 @@ int main(int argc, char** argv) {
     // `reps` launches, as the bench does, so the host's launch rate does not count (best of 3).
     const int reps = getenv("VARIANT_REPS") ? atoi(getenv("VARIANT_REPS")) : rows >= 1024 ? 20 : 2000;
     double us = 0;
+    float ms = 0;
     if (rows >= 1024) {
       CK(cudaEventRecord(e0, st));
       for (int r = 0; r < reps; ++r) launch(r % sets);
