@@ -86,20 +86,18 @@ HWY_NOINLINE void EncodeFp4Row(const float* y, const float* r, int64_t h, int64_
 }
 
 // The block scales of a row, Lanes blocks at a time: the shared math's formulas
-// (math::nvfp4_block_scale / mxfp4_block_scale) as vector operations, each an exact IEEE operation,
-// an encoder proven equal to the scalar one, or a table of the shared math's values:
-// - NVFP4: sf = enc_f8e4m3fn((gs × a) / 6), r = math::nvfp4_multiplier(sf, gs) from r_table (its
-//   value for each of the 256 codes, NvfpMultipliers);
+// (math::nvfp4_block_scale / mxfp4_block_scale) as vector operations, each an exact IEEE operation
+// or an encoder proven equal to the scalar one:
+// - NVFP4: sf = enc_f8e4m3fn((gs × a) / 6), r = math::nvfp4_multiplier(sf, gs) = gs / dec(sf)
+//   with dec(sf) from the code's bits (no table: a gather measured slower than the division);
 // - MXFP4: the steps of math::mxfp4_block_scale_finite after the quotient v = rn(a / 6): code 0 for
 //   v <= 2^-127, else (bits(v) + 0x7FFFFF) >> 23 (enc_e8m0_up of a finite non-negative v below
 //   2^126), r = 2^(127 - code) as the exponent field 254 - code (0 for a zero block).
 // A block holding NaN or Inf gets the format's NaN code and r = 0. codes[b], r[b] for b < blocks
 // (amax padded to a multiple of Lanes). Returns whether no block holds a NaN or Inf.
-HWY_NOINLINE bool BlockScales(const uint32_t* amax, int64_t blocks, bool nv, float gs, const float* r_table,
-                              uint32_t* codes, float* r) {
+HWY_NOINLINE bool BlockScales(const uint32_t* amax, int64_t blocks, bool nv, float gs, uint32_t* codes, float* r) {
   const DF df;
   const DU du;
-  const DI di;
   const int64_t n = int64_t(hn::Lanes(df));
   int64_t b = 0;
   VU most = hn::Zero(du);
@@ -111,7 +109,15 @@ HWY_NOINLINE bool BlockScales(const uint32_t* amax, int64_t blocks, bool nv, flo
     VF rv;
     if (nv) {
       code = EncodeMini<math::f8e4m3fn, false>(hn::Div(hn::Mul(hn::Set(df, gs), hn::BitCast(df, a)), hn::Set(df, 6.0f)));
-      rv = hn::GatherIndex(df, r_table, hn::BitCast(di, code));
+      // dec(code) of a non-NaN code: its fields at f32's places (a normal f32, or for magnitudes
+      // below 8 a subnormal one) times 2^120 (bias 127 to 7), exact. The NaN code comes only from a
+      // NaN quotient in a finite block: a NaN gs (then gs / anything is NaN, as the shared r), or
+      // gs = ±Inf with a zero block, whose ±0 values give y × r = NaN for the shared r (NaN) and
+      // for this one (±Inf) alike: the same codes.
+      const VU mag = hn::And(code, SetU(math::f8e4m3fn::kMagMask));
+      const VF dec = hn::Mul(hn::BitCast(df, hn::Or(hn::ShiftLeft<24>(hn::And(code, SetU(0x80u))), hn::ShiftLeft<20>(mag))),
+                             hn::Set(df, 0x1p120f));
+      rv = hn::IfThenZeroElse(hn::RebindMask(df, hn::Eq(mag, hn::Zero(du))), hn::Div(hn::Set(df, gs), dec));
       code = hn::IfThenElse(hn::RebindMask(du, bad), hn::Set(du, math::f8e4m3fn::kNan), code);
     } else {
       const VU v = hn::BitCast(du, hn::Div(hn::BitCast(df, a), hn::Set(df, 6.0f)));
@@ -132,23 +138,6 @@ HWY_NOINLINE bool BlockScales(const uint32_t* amax, int64_t blocks, bool nv, flo
   return finite;
 }
 
-// NVFP4's multiplier of every scale code for one global scale (math::nvfp4_multiplier), for the
-// vector block scales: a thread's table, made again when the global scale changes.
-inline const float* NvfpMultipliers(float gs) {
-  struct Table {
-    bool made = false;
-    uint32_t gs_bits = 0;
-    HWY_ALIGN float r[256];
-  };
-  static thread_local Table t;
-  if (!t.made || t.gs_bits != math::bits_of(gs)) {
-    for (uint32_t k = 0; k < 256; ++k) t.r[k] = math::nvfp4_multiplier(k, gs);
-    t.gs_bits = math::bits_of(gs);
-    t.made = true;
-  }
-  return t.r;
-}
-
 template <class InT>
 void RmsnormFp4RowsT(const RmsnormFp4Call& c, int64_t row_begin, int64_t row_end, const float* g) {
   const DF df;
@@ -164,7 +153,6 @@ void RmsnormFp4RowsT(const RmsnormFp4Call& c, int64_t row_begin, int64_t row_end
   const float h_f = math::length_f32(h);
   const float gs = global_scale_value(c.global_scale);
   const bool nv = c.format == FUSEDNORM_FP4_NVFP4;
-  const float* r_table = nv ? NvfpMultipliers(gs) : nullptr;
   const bool gs_finite = (math::bits_of(gs) & math::kF32AbsMask) < math::kF32InfBits;
   // After the sum of squares, a row in pieces of whole blocks (about 1024 elements, a whole number
   // of vectors of blocks): each piece's y and block maxima, its scales, its codes, while its y is
@@ -184,7 +172,7 @@ void RmsnormFp4RowsT(const RmsnormFp4Call& c, int64_t row_begin, int64_t row_end
       if (c.block >= n) YBlockMax<InT>(xp, g + off, inv, y + off, len, c.block, amax + b0, np);
       else YAbsMaxUnits<InT>(xp, g + off, inv, y + off, len, c.block, amax + b0, np);
       // A finite piece and global scale: every r is finite, so no y × r is NaN.
-      if (BlockScales(amax + b0, nb, nv, gs, r_table, codes + b0, rcp + b0) && gs_finite)
+      if (BlockScales(amax + b0, nb, nv, gs, codes + b0, rcp + b0) && gs_finite)
         EncodeFp4Row<true>(y + off, rcp + b0, len, c.block, out + off / 2, np);
       else EncodeFp4Row<false>(y + off, rcp + b0, len, c.block, out + off / 2, np);
     }

@@ -64,6 +64,28 @@ TEST_CASE("rmsnorm_fp4: SIMD equals the reference for every option, every target
   CHECK(cases == 2 * 3 * 2 * 4);
 }
 
+TEST_CASE("rmsnorm_fp4: NVFP4 with any global scale value equals the reference, every target", "[rmsnorm_fp4][cpu]") {
+  // The global scale is not validated (numerics.md §3b): zero, negative, subnormal, huge, Inf and
+  // NaN values give what the formulas give, codes of every sign and the NaN scale code included.
+  std::mt19937_64 rng(23);
+  const float values[] = {0.0f, -0.0f, -3.0f, 0x1p-140f, 0x1p-126f, 0x1p100f, 3.0e38f, INFINITY, -INFINITY, NAN};
+  for (float gs : values)
+    for (int64_t h : {int64_t(96), int64_t(4096)}) {
+      Fp4Spec s;
+      s.format = FUSEDNORM_FP4_NVFP4;
+      s.in = DType::kBF16;
+      s.w = DType::kBF16;
+      s.global_scale = true;
+      s.gs = gs;
+      s.h = h;
+      s.lead = {5};
+      INFO(s.describe() << " gs " << gs);
+      Fp4Tensors t(s);
+      t.fill_random(rng, int(h % 4));
+      check_fp4_case(t);
+    }
+}
+
 // y in double, from the inputs as the reference sees them (the residual sum rounded to the
 // input dtype, then widened).
 std::vector<double> y_double(Fp4Tensors& t, Fp4Tensors& after, int64_t r) {
