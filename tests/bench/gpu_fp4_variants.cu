@@ -72,6 +72,7 @@ int main(int argc, char** argv) {
         fill_bf16<<<1024, 256>>>((uint16_t*)ress[i], size_t(rows) * h, 11);
       }
     }
+    CK(cudaDeviceSynchronize());  // the fills ran on the legacy stream, the calls go to `st`
     RmsnormFp4Call c;
     c.lead.ndim = 1;
     c.lead.dims[0] = rows;
@@ -110,6 +111,7 @@ int main(int argc, char** argv) {
       fill_bf16<<<1024, 256>>>((uint16_t*)ins[0], size_t(rows) * h, 7);
       fill_bf16<<<1024, 256>>>((uint16_t*)ress[0], size_t(rows) * h, 11);
     }
+    CK(cudaDeviceSynchronize());
     launch(0);
     CK(cudaStreamSynchronize(st));
     std::vector<unsigned char> ho(out_bytes), hs(sc_bytes);
