@@ -93,9 +93,10 @@ HWY_NOINLINE void EncodeFp4Row(const float* y, const float* r, int64_t h, int64_
 // - MXFP4: the steps of math::mxfp4_block_scale_finite after the quotient v = rn(a / 6): code 0 for
 //   v <= 2^-127, else (bits(v) + 0x7FFFFF) >> 23 (enc_e8m0_up of a finite non-negative v below
 //   2^126), r = 2^(127 - code) as the exponent field 254 - code (0 for a zero block).
-// A block holding NaN or Inf gets the format's NaN code and r = 0. codes[b], r[b] for b < blocks
-// (amax padded to a multiple of Lanes). Returns whether no block holds a NaN or Inf.
-HWY_NOINLINE bool BlockScales(const uint32_t* amax, int64_t blocks, bool nv, float gs, uint32_t* codes, float* r) {
+// A block holding NaN or Inf gets the format's NaN code and r = 0. The scale byte of block b in
+// codes[b], r[b] for b < blocks (amax padded to a multiple of Lanes). Returns whether no block
+// holds a NaN or Inf.
+HWY_NOINLINE bool BlockScales(const uint32_t* amax, int64_t blocks, bool nv, float gs, char* codes, float* r) {
   const DF df;
   const DU du;
   const int64_t n = int64_t(hn::Lanes(df));
@@ -125,13 +126,13 @@ HWY_NOINLINE bool BlockScales(const uint32_t* amax, int64_t blocks, bool nv, flo
       rv = hn::IfThenZeroElse(hn::RebindMask(df, hn::Eq(a, hn::Zero(du))), hn::BitCast(df, hn::ShiftLeft<23>(hn::Sub(SetU(254u), code))));
       code = hn::IfThenElse(hn::RebindMask(du, bad), hn::Set(du, math::kE8m0Nan), code);
     }
-    hn::StoreU(code, du, codes + b);
+    StoreCodes<1>(code, codes, b);
     hn::StoreU(hn::IfThenZeroElse(bad, rv), df, r + b);
   }
   bool finite = hn::AllTrue(df, hn::RebindMask(df, LtS(most, math::kF32InfBits)));
   for (; b < blocks; ++b) {
     const math::BlockScale sc = nv ? math::nvfp4_block_scale(amax[b], gs) : math::mxfp4_block_scale(amax[b]);
-    codes[b] = sc.code;
+    codes[b] = char(sc.code);
     r[b] = sc.r;
     finite = finite && amax[b] < math::kF32InfBits;
   }
@@ -149,7 +150,7 @@ void RmsnormFp4RowsT(const RmsnormFp4Call& c, int64_t row_begin, int64_t row_end
   float* y = Scratch(2, size_t(h_pad));
   uint32_t* amax = reinterpret_cast<uint32_t*>(Scratch(3, size_t(blocks_pad)));
   float* rcp = Scratch(4, size_t(blocks_pad));
-  uint32_t* codes = reinterpret_cast<uint32_t*>(Scratch(5, size_t(blocks_pad)));
+  char* swizzle_bytes = reinterpret_cast<char*>(Scratch(5, size_t(blocks_pad) / 4 + 1));  // a row's scale bytes
   const float h_f = math::length_f32(h);
   const float gs = global_scale_value(c.global_scale);
   const bool nv = c.format == FUSEDNORM_FP4_NVFP4;
@@ -161,6 +162,8 @@ void RmsnormFp4RowsT(const RmsnormFp4Call& c, int64_t row_begin, int64_t row_end
   const int64_t piece_blocks = std::max<int64_t>(1, (1024 / c.block + n - 1) / n) * n;
   for (int64_t r = row_begin; r < row_end; ++r) {
     char* out = row_ptr(c.lead, c.out, r);
+    // Row-major scales go to the row's scale bytes directly; swizzled ones to swizzle_bytes first.
+    char* codes = c.swizzled ? swizzle_bytes : row_ptr(c.lead, c.scales, r);
     NextRow next;
     float inv_s = 1.0f;
     const char* x = StartRow<InT>(c, r, h_f, part, &next, &inv_s);
@@ -176,19 +179,13 @@ void RmsnormFp4RowsT(const RmsnormFp4Call& c, int64_t row_begin, int64_t row_end
         EncodeFp4Row<true>(y + off, rcp + b0, len, c.block, out + off / 2, np);
       else EncodeFp4Row<false>(y + off, rcp + b0, len, c.block, out + off / 2, np);
     }
-    char* srow = c.swizzled ? c.scales.data : row_ptr(c.lead, c.scales, r);
     if (c.swizzled) {
       // Blocks 4k .. 4k+3 of a row are 4 adjacent bytes of the 128x4 tile layout, tile k at
-      // offset(r, 0) + 512 k (math::fp4_swizzled_offset): one 4-byte store a tile.
-      char* s0 = srow + math::fp4_swizzled_offset(r, 0, c.swizzle_tiles);
+      // offset(r, 0) + 512 k (math::fp4_swizzled_offset): one 4-byte copy a tile.
+      char* s0 = c.scales.data + math::fp4_swizzled_offset(r, 0, c.swizzle_tiles);
       int64_t b = 0;
-      for (; b + 4 <= blocks; b += 4) {
-        const uint32_t w = codes[b] | (codes[b + 1] << 8) | (codes[b + 2] << 16) | (codes[b + 3] << 24);
-        memcpy(s0 + (b >> 2) * 512, &w, 4);  // little-endian hosts only (as the packed scales)
-      }
-      for (; b < blocks; ++b) s0[(b >> 2) * 512 + (b & 3)] = char(codes[b]);
-    } else {
-      for (int64_t b = 0; b < blocks; ++b) srow[b] = char(codes[b]);
+      for (; b + 4 <= blocks; b += 4) memcpy(s0 + (b >> 2) * 512, codes + b, 4);
+      for (; b < blocks; ++b) s0[(b >> 2) * 512 + (b & 3)] = codes[b];
     }
   }
 }
