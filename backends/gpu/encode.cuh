@@ -183,15 +183,15 @@ __device__ __forceinline__ void fnuz_bump_byte(uint32_t& w, float v2) {
   if (!(fabsf(v2) <= 464.0f)) w += 1u << (8 * k);
 #endif
 }
+// Four codes, element i in byte i, from values multiplied by Prescale<kOut>::kFactor (below).
+template <DType kOut>
+__device__ __forceinline__ uint32_t encode4_pre(const float v[4]);
 #if FN_CUDA_ARCH >= 890
 // fnuz's four codes of the doubled values v2, element i in byte i, before the saturation/NaN fix
 // (fnuz_bump4): the e4m3fn conversion with negative zeros cleared; *t = the converted codes'
 // magnitudes (bytes & 0x7F).
 __device__ __forceinline__ uint32_t fnuz_codes4(const float v2[4], uint32_t* t) {
-  uint16_t lo, hi;
-  FN_CVT_E4M3X2(lo, v2[0], v2[1]);
-  FN_CVT_E4M3X2(hi, v2[2], v2[3]);
-  const uint32_t c = uint32_t(lo) | (uint32_t(hi) << 16);
+  const uint32_t c = encode4_pre<DType::k_f8e4m3fn>(v2);
   *t = c & 0x7F7F7F7Fu;
   return fnuz_clear_neg_zero(c, *t);
 }
