@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include <algorithm>
-#include <string>
 #include <vector>
 
 #include "backends/gpu/rmsnorm_fp4.cuh"

@@ -9,8 +9,9 @@
 #   bash tests/scripts/gpu_fp4_variants.sh base="" \
 #     r64="patch:tests/bench/variants/fp4_wide_reload.patch -DFN_FP4W_REGS=64 -DFN_FP4W_CHUNK=2" \
 #     r48="patch:tests/bench/variants/fp4_wide_reload.patch -DFN_FP4W_REGS=48 -DFN_FP4W_CHUNK=1" \
-#     r40="patch:tests/bench/variants/fp4_wide_reload.patch -DFN_FP4W_REGS=40 -DFN_FP4W_CHUNK=1" Builds run two at a time. Then, on the device:
-#   for v in fp4var/*[!g]; do echo "== $v"; $v nvfp4:16384:8192 mxfp4s:16384:8192 ...; done
+#     r40="patch:tests/bench/variants/fp4_wide_reload.patch -DFN_FP4W_REGS=40 -DFN_FP4W_CHUNK=1"
+# Builds run two at a time. Then, on the device:
+#   for v in base r64 r48 r40; do echo "== $v"; fp4var/$v nvfp4:16384:8192 mxfp4s:16384:8192 ...; done
 # (cases FORMAT:ROWS:H[:res]; each line ends with a hash of the codes and scales, which must be
 # the same in every variant). DLPack's header comes from the system or the .deb in
 # ${FUSEDNORM_DEPS_DIR:-.deps}.
