@@ -280,7 +280,8 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  // Arguments "MODE:ROWS:H" (MODE row, static, group128 or residual) run those cases instead.
+  // Arguments "MODE:ROWS:H" (MODE row, static, group128 or residual, each with a suffix _fnuz for
+  // f8e4m3fnuz codes) run those cases instead.
   std::vector<Case> cases = {{"row", 16384, 8192},   {"static", 16384, 8192}, {"group128", 16384, 8192},
                              {"residual", 16384, 8192}, {"row", 16384, 16384}, {"row", 16384, 7168},
                              {"row", 16384, 5120},  {"row", 16384, 2048},   {"row", 1, 8192},
@@ -308,7 +309,12 @@ int main(int argc, char** argv) {
     CK(cudaMalloc(&sscale, 4));
     const float sv = 0.05f;
     CK(cudaMemcpy(sscale, &sv, 4, cudaMemcpyHostToDevice));
-    const bool residual = strcmp(cs.mode, "residual") == 0;
+    char mode[32];
+    snprintf(mode, sizeof mode, "%s", cs.mode);
+    const size_t mode_len = strlen(mode);
+    const bool fnuz = mode_len > 5 && strcmp(mode + mode_len - 5, "_fnuz") == 0;
+    if (fnuz) mode[mode_len - 5] = 0;
+    const bool residual = strcmp(mode, "residual") == 0;
     // VARIANT_GAP=BYTES: an unused allocation first, so that this case's buffers lie elsewhere.
     char* gap = nullptr;
     const long long gap_bytes = getenv("VARIANT_GAP") != nullptr ? atoll(getenv("VARIANT_GAP")) : 0;
@@ -333,7 +339,7 @@ int main(int argc, char** argv) {
     c.h = h;
     c.in_type = DType::kBF16;
     c.w_type = DType::kBF16;
-    c.out_type = DType::k_f8e4m3fn;
+    c.out_type = fnuz ? DType::k_f8e4m3fnuz : DType::k_f8e4m3fn;
     c.in.strides[0] = h * 2;
     c.res.strides[0] = h * 2;
     c.out.strides[0] = h;
@@ -342,14 +348,14 @@ int main(int argc, char** argv) {
     c.weight_offset = 0.0f;
     c.scale_ub = INFINITY;
     c.min_scale = 0.0f;
-    c.qmax = 448.0f;
+    c.qmax = fnuz ? 240.0f : 448.0f;
     c.qclamp = INFINITY;
     c.static_scale = sscale;
     c.scale_type = math::ScaleType::kF32;
-    if (strcmp(cs.mode, "static") == 0) {
+    if (strcmp(mode, "static") == 0) {
       c.mode = FUSEDNORM_SCALE_STATIC;
       c.group = h;
-    } else if (strcmp(cs.mode, "group128") == 0) {
+    } else if (strcmp(mode, "group128") == 0) {
       c.mode = FUSEDNORM_SCALE_DYNAMIC_GROUP;
       c.group = 128;
       c.scales.strides[0] = (h / 128) * 4;
@@ -364,7 +370,8 @@ int main(int argc, char** argv) {
     RowShape shape = fast_row_shape(h, DType::kBF16);
     const Plan plan = getenv("VARIANT_GENERAL") == nullptr ? fast_plan(c, shape, kGpuWarp) : Plan::kAll;
     if (plan == Plan::kAll) shape = row_shape(h);
-    KernelFn fn = rmsnorm_quant_kernel_pick<DType::kBF16, DType::k_f8e4m3fn>(shape, plan);
+    KernelFn fn = fnuz ? rmsnorm_quant_kernel_pick<DType::kBF16, DType::k_f8e4m3fnuz>(shape, plan)
+                       : rmsnorm_quant_kernel_pick<DType::kBF16, DType::k_f8e4m3fn>(shape, plan);
     const unsigned threads = unsigned(shape.rows_per_block * shape.threads_per_row);
     size_t smem = size_t(threads) * shape.vec * kernel_steps(shape, plan) * 4;
     if (getenv("VARIANT_SMEM_PAD") != nullptr) smem += size_t(atol(getenv("VARIANT_SMEM_PAD")));  // fewer blocks an SM

@@ -13,8 +13,9 @@
 # Builds run two at a time. Then, on the device:
 #   for v in base r64 r48 r40; do echo "== $v"; fp4var/$v nvfp4:16384:8192 mxfp4s:16384:8192 ...; done
 # (cases FORMAT:ROWS:H[:res]; each line ends with a hash of the codes and scales, which must be
-# the same in every variant). DLPack's header comes from the system or the .deb in
-# ${FUSEDNORM_DEPS_DIR:-.deps}.
+# the same in every variant). HARNESS=tests/bench/gpu_variants.cu builds rmsnorm_quant's harness
+# instead (cases MODE:ROWS:H, MODE static, row, group128 or residual, _fnuz for f8e4m3fnuz).
+# DLPack's header comes from the system or the .deb in ${FUSEDNORM_DEPS_DIR:-.deps}.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export PATH=$PATH:/usr/local/cuda/bin
@@ -39,7 +40,7 @@ build() {  # NAME FLAGS
     fi
   done
   nvcc -std=c++17 -O3 -arch=sm_90a -fmad=false "${flags[@]}" -Iinclude -Isrc -I. "${inc[@]}" -Xptxas -v \
-    -o "$dir/$1" tests/bench/gpu_fp4_variants.cu >"$dir/$1.log" 2>&1 && echo "$1: built" || echo "$1: FAILED ($dir/$1.log)"
+    -o "$dir/$1" "${HARNESS:-tests/bench/gpu_fp4_variants.cu}" >"$dir/$1.log" 2>&1 && echo "$1: built" || echo "$1: FAILED ($dir/$1.log)"
 }
 jobs=0
 for v in "$@"; do
