@@ -1,8 +1,10 @@
 // How the CPU backend spreads a call over oneTBB's threads: by rows only (a row is always
-// computed by one thread, whole), in the caller's arena, so the thread count never changes a byte.
+// computed by one thread, whole), in the caller's arena, so the thread count never changes a byte;
+// and the cache size the row passes plan for.
 #pragma once
 
 #include <stdint.h>
+#include <unistd.h>
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
@@ -27,6 +29,15 @@ inline int64_t block_rows(int64_t rows, int64_t cols) {
   const int64_t threads = std::max<int64_t>(1, tbb::this_task_arena::max_concurrency());
   const int64_t cap = std::max<int64_t>(1, rows / (4 * threads));
   return std::min(want, cap);
+}
+
+// Bytes of a core's L1 data cache (sysconf; 32 KiB where the system does not say), asked once.
+inline int64_t l1_data_bytes() {
+  static const int64_t bytes = [] {
+    const long b = sysconf(_SC_LEVEL1_DCACHE_SIZE);
+    return b >= 4096 ? int64_t(b) : int64_t(32) << 10;
+  }();
+  return bytes;
 }
 
 // A number unique per call (never 0): a thread caches per-call data (gamma') keyed by it.

@@ -143,13 +143,15 @@ HWY_NOINLINE void EncodeUnits(const float* y, const float* rcp, const uint32_t* 
     EncodeUnitAny<OutT>(amax[k], clamp, y, rcp[k], qclamp, out, b, b + unit, next, stream);
 }
 
-// A row with a static scale in one pass: the codes of ((x * inv) * g) * rcp straight from x (a
-// static scale needs neither the y buffer nor the row's amax), clamped to [-qclamp, qclamp] when
-// `clamp` (a branch a vector, the same for the whole row: one instantiation fewer per format and
-// input). The same products in the same order as the y pass and the encode pass. kNoNaN: x, inv,
-// g and rcp are finite and rcp > 0, so no product is NaN (one that overflows to +-Inf saturates as
-// any large value does).
-template <class InT, class OutT, bool kNoNaN>
+// A row's codes in one pass: those of ((x * inv) * g) * rcp straight from x, clamped to
+// [-qclamp, qclamp] when `clamp` (a branch a vector, the same for the whole row: one
+// instantiation fewer per format and input). The same products in the same order as the y pass
+// and the encode pass. A static scale needs neither the y buffer nor the row's amax; a per-row
+// scale takes it after RowAbsMax. kNoNaN: no product is NaN (static: x, inv, g and rcp are finite
+// and rcp > 0, and one that overflows to +-Inf saturates as any large value does; per-row:
+// UnitFinite); !kSat (with kNoNaN): every |product| below the encoder's saturation threshold, or
+// clamped (EncodeUnitAny's conditions; the same codes as with the saturation step).
+template <class InT, class OutT, bool kNoNaN, bool kSat = true>
 HWY_NOINLINE void StaticRow(const char* x, const float* g, VF inv, float rcp_s, bool clamp, float qclamp, char* out,
                             int64_t h, NextRow next, bool stream) {
   const DF df;
@@ -158,7 +160,7 @@ HWY_NOINLINE void StaticRow(const char* x, const float* g, VF inv, float rcp_s, 
   const auto enc = [&](VF xv, int64_t i) {
     VF v = hn::Mul(hn::Mul(hn::Mul(xv, inv), hn::LoadU(df, g + i)), rcp);
     if (clamp) v = ClampSym<kNoNaN>(v, lo, hi);
-    if (kNoNaN) return OutT::template EncodeNoNaN<true>(v);
+    if (kNoNaN) return OutT::template EncodeNoNaN<kSat>(v);
     return OutT::Encode(v);
   };
   int64_t i = 0;
@@ -236,6 +238,12 @@ void RmsnormQuantRowsT(const RmsnormQuantCall& c, int64_t row_begin, int64_t row
   const int64_t unit = c.mode == FUSEDNORM_SCALE_STATIC ? h : c.group;
   const int64_t units = h / unit;
   const bool vector_groups = unit < h && unit >= n;  // groups of whole vectors (a power of two >= Lanes)
+  // Per-row scales from x twice (RowAbsMax, then StaticRow) where x, gamma' and a y buffer of the
+  // row would outgrow 7/8 of L1 (beyond it the y buffer's traffic to L2 costs more than computing
+  // y again: bf16 → e4m3fn at H 8192, 1 thread, 5.5 → 4.8 ms, and at H 4096 2.2 → 2.6 ms the other
+  // way). Not f16 input, whose decode (a dozen vector operations) costs more than the buffer.
+  const bool per_row_from_x = unit == h && InT::kDType != DType::kF16 &&
+                              h * (InT::kBytes + 8) > l1_data_bytes() / 8 * 7;
   // Per unit of a row: the max of bits(|y|) and the multiplier.
   uint32_t* amax = reinterpret_cast<uint32_t*>(Scratch(3, size_t((units + n - 1) / n * n)));  // YBlockMax: whole vectors
   float* rcp = Scratch(4, size_t(units));
@@ -262,13 +270,29 @@ void RmsnormQuantRowsT(const RmsnormQuantCall& c, int64_t row_begin, int64_t row
       else StaticRow<InT, OutT, false>(x, g, inv, static_rcp, clamp, c.qclamp, out, h, next, stream);
       continue;
     }
-    // The y pass of all units, then their scales (independent divisions, which pipeline), then
-    // the codes.
+    char* scale_row = c.packed ? out : row_ptr(c.lead, c.scales, r);
+    if constexpr (InT::kDType != DType::kF16) {
+      if (per_row_from_x) {
+        // Per-row: the row's maximum, its scale, the codes from x again (no y buffer).
+        const uint32_t am = RowAbsMax<InT>(x, g, inv, h, next);
+        const math::DynamicScale s = math::dynamic_scale(am, c.qmax, c.scale_ub, c.min_scale, c.scale_type);
+        StoreScale(c, scale_row, 0, s.stored);
+        if (!UnitFinite(am, s.r)) {
+          StaticRow<InT, OutT, false>(x, g, inv, s.r, clamp, c.qclamp, out, h, next, stream);
+        } else if (clamp || UnitBelowSat<OutT>(am, s.r)) {
+          StaticRow<InT, OutT, true, false>(x, g, inv, s.r, clamp, c.qclamp, out, h, next, stream);
+        } else {
+          StaticRow<InT, OutT, true>(x, g, inv, s.r, clamp, c.qclamp, out, h, next, stream);
+        }
+        continue;
+      }
+    }
+    // Otherwise the y pass of all units (the row, or its groups) into the y buffer, then their
+    // scales (independent divisions, which pipeline), then the codes.
     // Groups of at least a vector: Lanes groups' maxima reduced together (YBlockMax's tree), not
     // a horizontal max a group.
     if (vector_groups) YBlockMax<InT>(x, g, inv, y, h, unit, amax, next);
     else YAbsMaxUnits<InT>(x, g, inv, y, h, unit, amax, next);
-    char* scale_row = c.packed ? out : row_ptr(c.lead, c.scales, r);
     bool no_sat = !clamp;  // every unit under EncodeUnitAny's EncodeUnit<OutT, true, false, false>
     int64_t k0 = 0;
     if (vector_groups && c.scale_type == math::ScaleType::kF32 && units >= n) {

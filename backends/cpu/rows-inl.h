@@ -14,6 +14,7 @@
 
 #include <algorithm>
 
+#include "backends/cpu/parallel.h"
 #include "backends/cpu/simd_math-inl.h"
 #include "core/call.h"
 #include "core/elements.h"
@@ -324,8 +325,9 @@ struct NextRow {
 };
 
 // y over [begin, end) into y[begin...] (lanes past `end` of the last vector: whatever (x * inv) * g
-// gives for x = g = 0); returns the max of bits(y) & 0x7FFFFFFF over [begin, end).
-template <class InT>
+// gives for x = g = 0); returns the max of bits(y) & 0x7FFFFFFF over [begin, end). !kStore: the
+// maximum only, y not written (y may be null).
+template <class InT, bool kStore = true>
 HWY_INLINE uint32_t YAbsMax(const char* x, const float* g, VF inv, float* y, int64_t begin, int64_t end,
                             NextRow next) {
   const DF df;
@@ -337,18 +339,28 @@ HWY_INLINE uint32_t YAbsMax(const char* x, const float* g, VF inv, float* y, int
     next.First(i, i + 2 * n);
     const VF y0 = hn::Mul(hn::Mul(InT::Load(x, i), inv), hn::LoadU(df, g + i));
     const VF y1 = hn::Mul(hn::Mul(InT::Load(x, i + n), inv), hn::LoadU(df, g + i + n));
-    hn::StoreU(y0, df, y + i);
-    hn::StoreU(y1, df, y + i + n);
+    if (kStore) {
+      hn::StoreU(y0, df, y + i);
+      hn::StoreU(y1, df, y + i + n);
+    }
     m0 = AbsMaxAcc(m0, y0);
     m1 = AbsMaxAcc(m1, y1);
   }
   for (; i < end; i += n) {
     VF y0 = hn::Mul(hn::Mul(InT::LoadUpTo(x, i, end), inv), hn::LoadU(df, g + i));
-    hn::StoreU(y0, df, y + i);
+    if (kStore) hn::StoreU(y0, df, y + i);
     if (i + n > end) y0 = hn::IfThenElseZero(hn::FirstN(df, size_t(end - i)), y0);  // lanes past the unit
     m0 = AbsMaxAcc(m0, y0);
   }
   return uint32_t(hn::GetLane(hn::MaxOfLanes(di, hn::Max(m0, m1))));
+}
+
+// The maximum of bits(|y|) over a row of h elements, y not kept (per-row scales: the codes are
+// computed from x again, StaticRow): a y buffer beside x and gamma' (32 + 16 + 32 KiB at H 8192,
+// bf16 in) would not stay in L1.
+template <class InT>
+HWY_NOINLINE uint32_t RowAbsMax(const char* x, const float* g, VF inv, int64_t h, NextRow next) {
+  return YAbsMax<InT, false>(x, g, inv, nullptr, 0, h, next);
 }
 
 // The y pass of a row in units of `unit` elements (the row, or its groups): y into y[0, h),

@@ -110,6 +110,25 @@ TEST_CASE("rmsnorm_quant: special rows on every target", "[rmsnorm_quant][cpu]")
       }
 }
 
+// The same rows at H 8192, where per-row scales take the row's maximum and then the codes from x
+// again (no y buffer beyond L1: rmsnorm_quant.cc, per_row_from_x) for f32 and bf16 input: NaN
+// and Inf rows, saturating and clamped (qmax) rows, each encoder branch of that path.
+TEST_CASE("rmsnorm_quant: special rows at H 8192, per-row and static, every target", "[rmsnorm_quant][cpu]") {
+  for (DType in : kIns)
+    for (DType out : kOuts)
+      for (int variant : {0, 1, 2, 4, 5, 6}) {
+        // 6: variant 2 with a clamp (qmax below the format's largest value).
+        CaseTensors t([&] {
+          CaseSpec s = special_spec(in, out, variant == 6 ? 2 : variant);
+          s.h = 8192;
+          if (variant == 6) s.qmax = out == DType::kI8 ? 100.0f : 8.0f;
+          return s;
+        }());
+        fill_special_rows(t);
+        check_case(t, 0);
+      }
+}
+
 TEST_CASE("rmsnorm_quant: static scale with an Inf, NaN or huge weight, every target", "[rmsnorm_quant][cpu]") {
   // A static row takes the NaN-free encoder only where inv, every weight and 1 / s are finite: an
   // Inf weight times x = 0 and a NaN weight give NaN codes, a huge finite weight overflows y to
