@@ -112,6 +112,20 @@ HWY_INLINE void EncodeUnitAny(uint32_t amax, bool clamp, const float* y, float r
   }
 }
 
+// The codes of a row of h elements (a multiple of Lanes) from enc(i), the codes of the vector at
+// element i: four vectors to a store, asking for the next row's second half as it goes.
+template <class Enc>
+HWY_INLINE void StoreRowCodes(const Enc& enc, char* out, int64_t h, NextRow next, bool stream) {
+  const int64_t n = int64_t(hn::Lanes(DF()));
+  int64_t i = 0;
+  for (; i + 4 * n <= h; i += 4 * n) {
+    next.Second(i, i + 4 * n);
+    StoreCodes4x1(enc(i), enc(i + n), enc(i + 2 * n), enc(i + 3 * n), out, i, stream);
+  }
+  next.Second(i, h);
+  for (; i < h; i += n) StoreCodes<1>(enc(i), out, i, stream);
+}
+
 // The encode pass of a row of groups of at least a vector (group = 2^shift >= Lanes), every group
 // known finite with a finite multiplier and below the encoder's saturation threshold (the
 // conditions under which EncodeUnitAny takes EncodeUnit<OutT, true, false, false>, which computes
@@ -121,17 +135,23 @@ template <class OutT>
 HWY_NOINLINE void EncodeGroupsNoSat(const float* y, const float* rcp, int shift, char* out, int64_t h, NextRow next,
                                     bool stream) {
   const DF df;
-  const int64_t n = int64_t(hn::Lanes(df));
-  const auto enc = [&](int64_t i) {
+  const auto enc = [&](int64_t i) FN_LAMBDA_INLINE {
     return OutT::template EncodeNoNaN<false>(hn::Mul(hn::LoadU(df, y + i), hn::Set(df, rcp[i >> shift])));
   };
-  int64_t i = 0;
-  for (; i + 4 * n <= h; i += 4 * n) {
-    next.Second(i, i + 4 * n);
-    StoreCodes4x1(enc(i), enc(i + n), enc(i + 2 * n), enc(i + 3 * n), out, i, stream);
-  }
-  next.Second(i, h);
-  for (; i < h; i += n) StoreCodes<1>(enc(i), out, i, stream);  // h and the group: multiples of Lanes
+  StoreRowCodes(enc, out, h, next, stream);
+}
+
+// EncodeGroupsNoSat's codes from x instead of the y buffer: y = (x * inv) * g computed again, the
+// same operations in the same order as the y pass, so the same codes.
+template <class InT, class OutT>
+HWY_NOINLINE void EncodeGroupsNoSatFromX(const char* x, const float* g, VF inv, const float* rcp, int shift, char* out,
+                                         int64_t h, NextRow next, bool stream) {
+  const DF df;
+  const auto enc = [&](int64_t i) FN_LAMBDA_INLINE {
+    const VF y = hn::Mul(hn::Mul(InT::Load(x, i), inv), hn::LoadU(df, g + i));
+    return OutT::template EncodeNoNaN<false>(hn::Mul(y, hn::Set(df, rcp[i >> shift])));
+  };
+  StoreRowCodes(enc, out, h, next, stream);
 }
 
 // The encode pass of a row in units (see YAbsMaxUnits), unit k with multiplier rcp[k]; stream:
@@ -238,19 +258,24 @@ void RmsnormQuantRowsT(const RmsnormQuantCall& c, int64_t row_begin, int64_t row
   const int64_t unit = c.mode == FUSEDNORM_SCALE_STATIC ? h : c.group;
   const int64_t units = h / unit;
   const bool vector_groups = unit < h && unit >= n;  // groups of whole vectors (a power of two >= Lanes)
+  const bool clamp = !(c.qclamp == INFINITY);  // clamp_sym with +Inf is the identity
   // Per-row scales from x twice (RowAbsMax, then StaticRow) where x, gamma' and a y buffer of the
-  // row would outgrow 7/8 of L1 (beyond it the y buffer's traffic to L2 costs more than computing
-  // y again: bf16 → e4m3fn at H 8192, 1 thread, 5.5 → 4.8 ms, and at H 4096 2.2 → 2.6 ms the other
-  // way). Not f16 input, whose decode (a dozen vector operations) costs more than the buffer.
-  const bool per_row_from_x = unit == h && InT::kDType != DType::kF16 &&
-                              h * (InT::kBytes + 8) > l1_data_bytes() / 8 * 7;
+  // row would outgrow L1: beyond it the y buffer's traffic to L2 costs more than computing y again
+  // (docs/performance.md, "CPU: y again beyond L1"). Not f16 input, whose decode (a dozen vector
+  // operations) costs more than the buffer.
+  const bool beyond_l1 = InT::kDType != DType::kF16 && h * (InT::kBytes + 8) > l1_data_bytes();
+  const bool per_row_from_x = unit == h && beyond_l1;
+  // Groups likewise, for f32 input (bf16's groups measured no faster) in the common case (f32
+  // scales, no clamp): their maxima, their scales, the codes from x again; a row with a group that
+  // is not finite or saturates takes the y buffer's passes after all (its y pass run again).
+  const bool groups_from_x = vector_groups && beyond_l1 && InT::kDType == DType::kF32 &&
+                             c.scale_type == math::ScaleType::kF32 && units >= n && units % n == 0 && !clamp;
   // Per unit of a row: the max of bits(|y|) and the multiplier.
   uint32_t* amax = reinterpret_cast<uint32_t*>(Scratch(3, size_t((units + n - 1) / n * n)));  // YBlockMax: whole vectors
   float* rcp = Scratch(4, size_t(units));
   uint32_t* stored = reinterpret_cast<uint32_t*>(Scratch(5, size_t(units)));  // DynamicScalesF32's
   const float h_f = math::length_f32(h);
   const float static_rcp = c.mode == FUSEDNORM_SCALE_STATIC ? 1.0f / static_scale_value(c) : 0.0f;
-  const bool clamp = !(c.qclamp == INFINITY);  // clamp_sym with +Inf is the identity
   // Static scale: normalized rows whose inv is finite have finite x (a NaN or Inf in x makes the
   // sum of squares, then inv, NaN); with finite weights and a finite rcp > 0 no product is NaN.
   const uint32_t rcp_bits = math::bits_of(static_rcp);
@@ -285,6 +310,20 @@ void RmsnormQuantRowsT(const RmsnormQuantCall& c, int64_t row_begin, int64_t row
           StaticRow<InT, OutT, true>(x, g, inv, s.r, clamp, c.qclamp, out, h, next, stream);
         }
         continue;
+      }
+    }
+    if constexpr (InT::kDType != DType::kF16) {
+      if (groups_from_x) {
+        YBlockMax<InT, false>(x, g, inv, nullptr, h, unit, amax, next);
+        if (DynamicScalesF32<OutT>(amax, units, c.qmax, c.scale_ub, c.min_scale, stored, rcp)) {
+          if (c.scale_col_stride == 4) {
+            memcpy(scale_row, stored, size_t(units) * 4);
+          } else {
+            for (int64_t k = 0; k < units; ++k) StoreScale(c, scale_row, k, stored[k]);
+          }
+          EncodeGroupsNoSatFromX<InT, OutT>(x, g, inv, rcp, __builtin_ctzll(uint64_t(unit)), out, h, next, stream);
+          continue;
+        }
       }
     }
     // Otherwise the y pass of all units (the row, or its groups) into the y buffer, then their

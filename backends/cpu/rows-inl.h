@@ -381,7 +381,8 @@ HWY_INLINE VU PairMax(VU lo, VU hi) {
 // inside blocks (block >= Lanes). Lanes blocks at a time: each block's lane-wise max of its
 // vectors is a leaf of a PairMax tree (PairTree, rows-inl.h) whose root holds the Lanes blocks'
 // maxima in block order; blocks past the row are zero leaves. Integer maxima: order-free.
-template <class InT>
+// !kStore: the maxima only, y not written (y may be null).
+template <class InT, bool kStore = true>
 HWY_NOINLINE void YBlockMax(const char* x, const float* g, VF inv, float* y, int64_t h, int64_t block, uint32_t* amax,
                             NextRow next) {
   const DF df;
@@ -400,7 +401,7 @@ HWY_NOINLINE void YBlockMax(const char* x, const float* g, VF inv, float* y, int
     if (spread) next.First(b * block, (b + 1) * block);
     for (int64_t i = b * block; i < (b + 1) * block; i += n) {
       const VF v = hn::Mul(hn::Mul(InT::Load(x, i), inv), hn::LoadU(df, g + i));
-      hn::StoreU(v, df, y + i);
+      if (kStore) hn::StoreU(v, df, y + i);
       m = hn::Max(m, hn::And(hn::BitCast(di, v), abs_mask));
     }
     return hn::BitCast(du, m);

@@ -110,13 +110,14 @@ TEST_CASE("rmsnorm_quant: special rows on every target", "[rmsnorm_quant][cpu]")
       }
 }
 
-// The same rows at H 8192, where per-row scales take the row's maximum and then the codes from x
-// again (no y buffer beyond L1: rmsnorm_quant.cc, per_row_from_x) for f32 and bf16 input: NaN
-// and Inf rows, saturating and clamped (qmax) rows, each encoder branch of that path.
-TEST_CASE("rmsnorm_quant: special rows at H 8192, per-row and static, every target", "[rmsnorm_quant][cpu]") {
+// The same rows at H 8192, where per-row scales (f32 and bf16 input) and groups (f32 input) take
+// the maxima and then the codes from x again (no y buffer beyond L1: rmsnorm_quant.cc,
+// per_row_from_x and groups_from_x): NaN and Inf rows (groups: the fallback to the y buffer),
+// saturating and clamped (qmax) rows, each encoder branch of those paths.
+TEST_CASE("rmsnorm_quant: special rows at H 8192, every target", "[rmsnorm_quant][cpu]") {
   for (DType in : kIns)
     for (DType out : kOuts)
-      for (int variant : {0, 1, 2, 4, 5, 6}) {
+      for (int variant : {0, 1, 2, 3, 4, 5, 6}) {
         // 6: variant 2 with a clamp (qmax below the format's largest value).
         CaseTensors t([&] {
           CaseSpec s = special_spec(in, out, variant == 6 ? 2 : variant);
