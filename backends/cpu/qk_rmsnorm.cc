@@ -236,6 +236,8 @@ namespace fusednorm {
 HWY_EXPORT(QkRmsnormRows);
 
 void cpu_qk_rmsnorm(const QkRmsnormCall& call) {
+  // No rows: nothing to do (and a row's width is then unbounded by any allocation: no sums of it).
+  if (call.lead.rows == 0) return;
   const uint64_t call_id = next_call_id();
   const int64_t elems = call.lead.rows * (call.q.width + call.k.width);
   const bool stream = call.kind != QkKind::kStats && stream_outputs(elems * (dtype_bits(call.out_type) / 8));
