@@ -243,6 +243,16 @@ HWY_INLINE void StoreScale(const RmsnormQuantCall& c, char* scale_row, int64_t g
   store_code(kScaleDType[int(c.scale_type)], scale_row + group * c.scale_col_stride, 0, stored);
 }
 
+// The f32 scales stored[0, count) of a row's groups (DynamicScalesF32's bits): contiguous ones in
+// one copy. Group scales are never packed (validation).
+HWY_INLINE void StoreGroupScalesF32(const RmsnormQuantCall& c, char* scale_row, const uint32_t* stored, int64_t count) {
+  if (c.scale_col_stride == 4) {
+    memcpy(scale_row, stored, size_t(count) * 4);
+  } else {
+    for (int64_t k = 0; k < count; ++k) StoreScale(c, scale_row, k, stored[k]);
+  }
+}
+
 // g: gamma' (GammaPrime), padded with zeros to a whole vector; g_finite: whether every gamma' is
 // finite (found for static scales only); stream: the codes with streaming stores (stream_outputs).
 template <class InT, class OutT>
@@ -311,16 +321,10 @@ void RmsnormQuantRowsT(const RmsnormQuantCall& c, int64_t row_begin, int64_t row
         }
         continue;
       }
-    }
-    if constexpr (InT::kDType != DType::kF16) {
       if (groups_from_x) {
         YBlockMax<InT, false>(x, g, inv, nullptr, h, unit, amax, next);
         if (DynamicScalesF32<OutT>(amax, units, c.qmax, c.scale_ub, c.min_scale, stored, rcp)) {
-          if (c.scale_col_stride == 4) {
-            memcpy(scale_row, stored, size_t(units) * 4);
-          } else {
-            for (int64_t k = 0; k < units; ++k) StoreScale(c, scale_row, k, stored[k]);
-          }
+          StoreGroupScalesF32(c, scale_row, stored, units);
           EncodeGroupsNoSatFromX<InT, OutT>(x, g, inv, rcp, __builtin_ctzll(uint64_t(unit)), out, h, next, stream);
           continue;
         }
@@ -335,15 +339,10 @@ void RmsnormQuantRowsT(const RmsnormQuantCall& c, int64_t row_begin, int64_t row
     bool no_sat = !clamp;  // every unit under EncodeUnitAny's EncodeUnit<OutT, true, false, false>
     int64_t k0 = 0;
     if (vector_groups && c.scale_type == math::ScaleType::kF32 && units >= n) {
-      // Groups of whole vectors: amax was written as whole vectors (YBlockMax). Scales are never
-      // packed with groups (validation); contiguous ones go out in one copy.
+      // Groups of whole vectors: amax was written as whole vectors (YBlockMax).
       k0 = units / n * n;
       no_sat = DynamicScalesF32<OutT>(amax, k0, c.qmax, c.scale_ub, c.min_scale, stored, rcp) && no_sat;
-      if (c.scale_col_stride == 4) {
-        memcpy(scale_row, stored, size_t(k0) * 4);
-      } else {
-        for (int64_t k = 0; k < k0; ++k) StoreScale(c, scale_row, k, stored[k]);
-      }
+      StoreGroupScalesF32(c, scale_row, stored, k0);
     }
     for (int64_t k = k0; k < units; ++k) {
       const math::DynamicScale s = math::dynamic_scale(amax[k], c.qmax, c.scale_ub, c.min_scale, c.scale_type);
