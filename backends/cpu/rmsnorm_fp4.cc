@@ -139,6 +139,23 @@ HWY_NOINLINE bool BlockScales(const uint32_t* amax, int64_t blocks, bool nv, flo
   return finite;
 }
 
+// The scale bytes of rows [r0, r1) (at most 4, inside one group of 4 rows: r0 / 4 == (r1 - 1) / 4)
+// into the 128x4 swizzled layout; row r's bytes at codes + (r & 3) * stride. Blocks 4k .. 4k+3 of
+// a row are 4 adjacent bytes of tile k, at offset(r, 0) + 512 k (math::fp4_swizzled_offset), and
+// rows 4j .. 4j+3 of a tile share a 64-byte line (16 bytes apart): a row's 4-byte copies alone,
+// 512 bytes apart, miss L1 every time (the tiles of a row outgrow its sets), while a group's rows
+// written tile by tile miss once a line.
+HWY_INLINE void WriteSwizzled(const RmsnormFp4Call& c, int64_t r0, int64_t r1, const char* codes, int64_t stride) {
+  const int64_t blocks = c.h / c.block;
+  char* s[4];
+  for (int64_t r = r0; r < r1; ++r) s[r - r0] = c.scales.data + math::fp4_swizzled_offset(r, 0, c.swizzle_tiles);
+  int64_t b = 0;
+  for (; b + 4 <= blocks; b += 4)
+    for (int64_t r = r0; r < r1; ++r) memcpy(s[r - r0] + (b >> 2) * 512, codes + (r & 3) * stride + b, 4);
+  for (; b < blocks; ++b)
+    for (int64_t r = r0; r < r1; ++r) s[r - r0][(b >> 2) * 512 + (b & 3)] = codes[(r & 3) * stride + b];
+}
+
 template <class InT>
 void RmsnormFp4RowsT(const RmsnormFp4Call& c, int64_t row_begin, int64_t row_end, const float* g) {
   const DF df;
@@ -150,7 +167,9 @@ void RmsnormFp4RowsT(const RmsnormFp4Call& c, int64_t row_begin, int64_t row_end
   float* y = Scratch(2, size_t(h_pad));
   uint32_t* amax = reinterpret_cast<uint32_t*>(Scratch(3, size_t(blocks_pad)));
   float* rcp = Scratch(4, size_t(blocks_pad));
-  char* swizzle_bytes = reinterpret_cast<char*>(Scratch(5, size_t(blocks_pad) / 4 + 1));  // a row's scale bytes
+  // Swizzled scales: the scale bytes of up to 4 rows (r & ~3 .. r), written to the tensor together
+  // (WriteSwizzled).
+  char* swizzle_bytes = reinterpret_cast<char*>(Scratch(5, size_t(blocks_pad) + 1));
   const float h_f = math::length_f32(h);
   const float gs = global_scale_value(c.global_scale);
   const bool nv = c.format == FUSEDNORM_FP4_NVFP4;
@@ -163,7 +182,7 @@ void RmsnormFp4RowsT(const RmsnormFp4Call& c, int64_t row_begin, int64_t row_end
   for (int64_t r = row_begin; r < row_end; ++r) {
     char* out = row_ptr(c.lead, c.out, r);
     // Row-major scales go to the row's scale bytes directly; swizzled ones to swizzle_bytes first.
-    char* codes = c.swizzled ? swizzle_bytes : row_ptr(c.lead, c.scales, r);
+    char* codes = c.swizzled ? swizzle_bytes + (r & 3) * blocks_pad : row_ptr(c.lead, c.scales, r);
     NextRow next;
     float inv_s = 1.0f;
     const char* x = StartRow<InT>(c, r, h_f, part, &next, &inv_s);
@@ -179,14 +198,8 @@ void RmsnormFp4RowsT(const RmsnormFp4Call& c, int64_t row_begin, int64_t row_end
         EncodeFp4Row<true>(y + off, rcp + b0, len, c.block, out + off / 2, np);
       else EncodeFp4Row<false>(y + off, rcp + b0, len, c.block, out + off / 2, np);
     }
-    if (c.swizzled) {
-      // Blocks 4k .. 4k+3 of a row are 4 adjacent bytes of the 128x4 tile layout, tile k at
-      // offset(r, 0) + 512 k (math::fp4_swizzled_offset): one 4-byte copy a tile.
-      char* s0 = c.scales.data + math::fp4_swizzled_offset(r, 0, c.swizzle_tiles);
-      int64_t b = 0;
-      for (; b + 4 <= blocks; b += 4) memcpy(s0 + (b >> 2) * 512, codes + b, 4);
-      for (; b < blocks; ++b) s0[(b >> 2) * 512 + (b & 3)] = codes[b];
-    }
+    if (c.swizzled && ((r & 3) == 3 || r + 1 == row_end))
+      WriteSwizzled(c, std::max(row_begin, r & ~int64_t(3)), r + 1, swizzle_bytes, blocks_pad);
   }
 }
 
