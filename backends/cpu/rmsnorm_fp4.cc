@@ -57,11 +57,27 @@ HWY_INLINE void StorePackedFp4x4(VU c0, VU c1, VU c2, VU c3, char* out) {
 #endif
 }
 
+// The e2m1 codes of p where every |p| < 7 (a small block: BlockScales), lane-wise: the magnitude by
+// math::f4e2m1_small_low (its operations, each exact: a maximum, a mask, an FMA, a shift and an
+// add; proven equal to f4e2m1::encode's magnitude for every |v| < 7 by the exhaustive encoder
+// test), whose low 3 bits are the code, and bit 3 the sign (bits(p) >> 28: the sign in bit 3, and
+// below 16) by one bit select.
+HWY_INLINE VU EncodeF4Small(VF p) {
+  const DF df;
+  const DU du;
+  const VU u = hn::BitCast(du, p);
+  const VF a = hn::BitCast(df, hn::And(u, SetU(math::kF32AbsMask)));
+  const VU e = hn::And(hn::BitCast(du, hn::Max(a, hn::Set(df, 1.0f))), SetU(math::kF32InfBits));
+  const VU low = hn::Add(hn::BitCast(du, hn::MulAdd(hn::BitCast(df, e), hn::Set(df, 4194433.0f), a)), hn::ShiftRight<22>(e));
+  return BitSelect(SetU(7u), low, hn::ShiftRight<28>(u));
+}
+
 // q_i = enc_e2m1(y_i × r_block) for the row, packed into out. y: the row's y (h_pad floats).
 // Asks for the second half of the next row's input as it goes (NextRow::Second).
 // kNoNaN: no block holds a NaN or Inf (every r finite, so no y × r is NaN): the encoder without
 // its NaN select.
-template <bool kNoNaN>
+// kSmall: every |y × r| < 7 (EncodeF4Small).
+template <bool kNoNaN, bool kSmall = false>
 HWY_NOINLINE void EncodeFp4Row(const float* y, const float* r, int64_t h, int64_t block, char* out,
                                NextRow next) {
   const DF df;
@@ -71,6 +87,7 @@ HWY_NOINLINE void EncodeFp4Row(const float* y, const float* r, int64_t h, int64_
     const int shift = __builtin_ctzll(uint64_t(block));
     const auto enc = [&](int64_t k) {
       const VF v = hn::Mul(hn::LoadU(df, y + k), hn::Set(df, r[k >> shift]));
+      if (kSmall) return EncodeF4Small(v);
       return kNoNaN ? EncodeMiniNoNaN<math::f4e2m1>(v) : EncodeMini<math::f4e2m1, false>(v);
     };
     for (; i + 4 * n <= h; i += 4 * n) {
@@ -95,13 +112,16 @@ HWY_NOINLINE void EncodeFp4Row(const float* y, const float* r, int64_t h, int64_
 //   2^126), r = 2^(127 - code) as the exponent field 254 - code (0 for a zero block).
 // A block holding NaN or Inf gets the format's NaN code and r = 0. The scale byte of block b in
 // codes[b], r[b] for b < blocks (amax padded to a multiple of Lanes). Returns whether no block
-// holds a NaN or Inf.
-HWY_NOINLINE bool BlockScales(const uint32_t* amax, int64_t blocks, bool nv, float gs, char* codes, float* r) {
+// holds a NaN or Inf (kFinite), and with kSmall set whether every block's rn(amax × r) is below 7:
+// then every |y × r| of those blocks is (rounding is monotonic), and no block holds a NaN or Inf
+// and no r is NaN or negative (each makes that product NaN, or negative: bits above 7's).
+constexpr int kFinite = 1, kSmall = 2;
+HWY_NOINLINE int BlockScales(const uint32_t* amax, int64_t blocks, bool nv, float gs, char* codes, float* r) {
   const DF df;
   const DU du;
   const int64_t n = int64_t(hn::Lanes(df));
   int64_t b = 0;
-  VU most = hn::Zero(du);
+  VU most = hn::Zero(du), tmax = hn::Zero(du);
   for (; b + n <= blocks; b += n) {
     const VU a = hn::LoadU(du, amax + b);
     most = hn::Max(most, a);
@@ -127,16 +147,20 @@ HWY_NOINLINE bool BlockScales(const uint32_t* amax, int64_t blocks, bool nv, flo
       code = hn::IfThenElse(hn::RebindMask(du, bad), hn::Set(du, math::kE8m0Nan), code);
     }
     StoreCodes<1>(code, codes, b);
-    hn::StoreU(hn::IfThenZeroElse(bad, rv), df, r + b);
+    rv = hn::IfThenZeroElse(bad, rv);
+    hn::StoreU(rv, df, r + b);
+    tmax = hn::Max(tmax, hn::BitCast(du, hn::Mul(hn::BitCast(df, a), rv)));  // unsigned: -x above +x
   }
   bool finite = hn::AllTrue(df, hn::RebindMask(df, LtS(most, math::kF32InfBits)));
+  bool small = hn::AllTrue(df, hn::RebindMask(df, hn::Lt(tmax, SetU(math::kF4SmallLimitBits))));
   for (; b < blocks; ++b) {
     const math::BlockScale sc = nv ? math::nvfp4_block_scale(amax[b], gs) : math::mxfp4_block_scale(amax[b]);
     codes[b] = char(sc.code);
     r[b] = sc.r;
     finite = finite && amax[b] < math::kF32InfBits;
+    small = small && math::bits_of(math::mul_rn(math::float_of(amax[b]), sc.r)) < math::kF4SmallLimitBits;
   }
-  return finite;
+  return (finite ? kFinite : 0) | (small ? kSmall : 0);
 }
 
 // The scale bytes of rows [r0, r1) (at most 4, inside one group of 4 rows: r0 / 4 == (r1 - 1) / 4)
@@ -193,9 +217,11 @@ void RmsnormFp4RowsT(const RmsnormFp4Call& c, int64_t row_begin, int64_t row_end
       const NextRow np = next.At(off);
       if (c.block >= n) YBlockMax<InT>(xp, g + off, inv, y + off, len, c.block, amax + b0, np);
       else YAbsMaxUnits<InT>(xp, g + off, inv, y + off, len, c.block, amax + b0, np);
-      // A finite piece and global scale: every r is finite, so no y × r is NaN.
-      if (BlockScales(amax + b0, nb, nv, gs, codes + b0, rcp + b0) && gs_finite)
-        EncodeFp4Row<true>(y + off, rcp + b0, len, c.block, out + off / 2, np);
+      // Small blocks: every |y × r| < 7 (no NaN); else a finite piece and global scale: every r is
+      // finite, so no y × r is NaN.
+      const int kind = BlockScales(amax + b0, nb, nv, gs, codes + b0, rcp + b0);
+      if (kind & kSmall) EncodeFp4Row<true, true>(y + off, rcp + b0, len, c.block, out + off / 2, np);
+      else if ((kind & kFinite) && gs_finite) EncodeFp4Row<true>(y + off, rcp + b0, len, c.block, out + off / 2, np);
       else EncodeFp4Row<false>(y + off, rcp + b0, len, c.block, out + off / 2, np);
     }
     if (c.swizzled && ((r & 3) == 3 || r + 1 == row_end))
