@@ -61,7 +61,8 @@ HWY_INLINE void StorePackedFp4x4(VU c0, VU c1, VU c2, VU c3, char* out) {
 // math::f4e2m1_small_low (its operations, each exact: a maximum, a mask, an FMA, a shift and an
 // add; proven equal to f4e2m1::encode's magnitude for every |v| < 7 by the exhaustive encoder
 // test), whose low 3 bits are the code, and bit 3 the sign (bits(p) >> 28: the sign in bit 3, and
-// below 16) by one bit select.
+// below 16) by one bit select. e × 4194433 is exact (e = 1, 2 or 4; 4194433 < 2^23), so on a
+// target without FMA (MulAdd as a product, then a sum) the sum is the one rounding, as in fma_rn.
 HWY_INLINE VU EncodeF4Small(VF p) {
   const DF df;
   const DU du;
