@@ -199,11 +199,9 @@ void RmsnormFp4RowsT(const RmsnormFp4Call& c, int64_t row_begin, int64_t row_end
   const float gs = global_scale_value(c.global_scale);
   const bool nv = c.format == FUSEDNORM_FP4_NVFP4;
   const bool gs_finite = (math::bits_of(gs) & math::kF32AbsMask) < math::kF32InfBits;
-  // After the sum of squares, a row in pieces of whole blocks (about 1024 elements, a whole number
-  // of vectors of blocks): each piece's y and block maxima, its scales, its codes, while its y is
-  // in L1 (a row's y, 32 KiB at H 8192, is not, beside x and gamma'). Scales depend only on their
-  // block: the same bytes as whole-row passes.
-  const int64_t piece_blocks = std::max<int64_t>(1, (1024 / c.block + n - 1) / n) * n;
+  // After the sum of squares, whole-row passes: y and the block maxima, the scales, the codes
+  // (y in pieces of about 1024 elements kept in L1, 4 passes' calls a piece, measured 5-15% slower
+  // at H 8192 and 16384: docs/performance.md).
   for (int64_t r = row_begin; r < row_end; ++r) {
     char* out = row_ptr(c.lead, c.out, r);
     // Row-major scales go to the row's scale bytes directly; swizzled ones to swizzle_bytes first.
@@ -212,19 +210,14 @@ void RmsnormFp4RowsT(const RmsnormFp4Call& c, int64_t row_begin, int64_t row_end
     float inv_s = 1.0f;
     const char* x = StartRow<InT>(c, r, h_f, part, &next, &inv_s);
     const VF inv = hn::Set(df, inv_s);
-    for (int64_t b0 = 0; b0 < blocks; b0 += piece_blocks) {
-      const int64_t nb = std::min(piece_blocks, blocks - b0), off = b0 * c.block, len = nb * c.block;
-      const char* xp = x + off * InT::kBytes;
-      const NextRow np = next.At(off);
-      if (c.block >= n) YBlockMax<InT>(xp, g + off, inv, y + off, len, c.block, amax + b0, np);
-      else YAbsMaxUnits<InT>(xp, g + off, inv, y + off, len, c.block, amax + b0, np);
-      // Small blocks: every |y × r| < 7 (no NaN); else a finite piece and global scale: every r is
-      // finite, so no y × r is NaN.
-      const int kind = BlockScales(amax + b0, nb, nv, gs, codes + b0, rcp + b0);
-      if (kind & kSmall) EncodeFp4Row<true, true>(y + off, rcp + b0, len, c.block, out + off / 2, np);
-      else if ((kind & kFinite) && gs_finite) EncodeFp4Row<true>(y + off, rcp + b0, len, c.block, out + off / 2, np);
-      else EncodeFp4Row<false>(y + off, rcp + b0, len, c.block, out + off / 2, np);
-    }
+    if (c.block >= n) YBlockMax<InT>(x, g, inv, y, h, c.block, amax, next);
+    else YAbsMaxUnits<InT>(x, g, inv, y, h, c.block, amax, next);
+    // Small blocks: every |y × r| < 7 (no NaN); else a finite row and global scale: every r is
+    // finite, so no y × r is NaN.
+    const int kind = BlockScales(amax, blocks, nv, gs, codes, rcp);
+    if (kind & kSmall) EncodeFp4Row<true, true>(y, rcp, h, c.block, out, next);
+    else if ((kind & kFinite) && gs_finite) EncodeFp4Row<true>(y, rcp, h, c.block, out, next);
+    else EncodeFp4Row<false>(y, rcp, h, c.block, out, next);
     if (c.swizzled && ((r & 3) == 3 || r + 1 == row_end))
       WriteSwizzled(c, std::max(row_begin, r & ~int64_t(3)), r + 1, swizzle_bytes, blocks_pad);
   }

@@ -314,14 +314,6 @@ struct NextRow {
   HWY_INLINE void Second(int64_t i, int64_t j) const {
     Range((bytes >> 1) + ((i * elem_bytes) >> 1), (bytes >> 1) + ((j * elem_bytes) >> 1));
   }
-  // The same prefetches for a pass over the part of the row from element `off` on, which counts
-  // its elements from 0.
-  HWY_INLINE NextRow At(int64_t off) const {
-    NextRow r = *this;
-    if (p0 != nullptr) r.p0 += (off * elem_bytes) >> 1;
-    if (p1 != nullptr) r.p1 += (off * elem_bytes) >> 1;
-    return r;
-  }
 };
 
 // y over [begin, end) into y[begin...] (lanes past `end` of the last vector: whatever (x * inv) * g
