@@ -74,7 +74,7 @@ HWY_INLINE VU EncodeF4Small(VF p) {
 }
 
 // q_i = enc_e2m1(y_i × r_block) for the row, packed into out. y: the row's y (h_pad floats).
-// Asks for the second half of the next row's input as it goes (NextRow::Second).
+// Asks for the next row's input as it goes (NextRow::Step).
 // kNoNaN: no block holds a NaN or Inf (every r finite, so no y × r is NaN): the encoder without
 // its NaN select.
 // kSmall: every |y × r| < 7 (EncodeF4Small).
@@ -92,12 +92,12 @@ HWY_NOINLINE void EncodeFp4Row(const float* y, const float* r, int64_t h, int64_
       return kNoNaN ? EncodeMiniNoNaN<math::f4e2m1>(v) : EncodeMini<math::f4e2m1, false>(v);
     };
     for (; i + 4 * n <= h; i += 4 * n) {
-      next.Second(i, i + 4 * n);
+      next.Step(i, i + 4 * n);
       StorePackedFp4x4(enc(i), enc(i + n), enc(i + 2 * n), enc(i + 3 * n), out + i / 2);
     }
     for (; i + 2 * n <= h; i += 2 * n) StorePackedFp4(enc(i), enc(i + n), out + i / 2);
   }
-  next.Second(i, h);
+  next.Step(i, h);
   for (; i < h; i += 2)
     out[i / 2] = char(math::f4e2m1::encode<false>(math::mul_rn(y[i], r[i / block])) |
                       (math::f4e2m1::encode<false>(math::mul_rn(y[i + 1], r[(i + 1) / block])) << 4));
@@ -210,8 +210,8 @@ void RmsnormFp4RowsT(const RmsnormFp4Call& c, int64_t row_begin, int64_t row_end
     float inv_s = 1.0f;
     const char* x = StartRow<InT>(c, r, h_f, part, &next, &inv_s);
     const VF inv = hn::Set(df, inv_s);
-    if (c.block >= n) YBlockMax<InT>(x, g, inv, y, h, c.block, amax, next);
-    else YAbsMaxUnits<InT>(x, g, inv, y, h, c.block, amax, next);
+    if (c.block >= n) YBlockMax<InT>(x, g, inv, y, h, c.block, amax);
+    else YAbsMaxUnits<InT>(x, g, inv, y, h, c.block, amax);
     // Small blocks: every |y × r| < 7 (no NaN); else a finite row and global scale: every r is
     // finite, so no y × r is NaN.
     const int kind = BlockScales(amax, blocks, nv, gs, codes, rcp);

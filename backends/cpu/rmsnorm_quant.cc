@@ -67,10 +67,10 @@ HWY_INLINE void EncodeUnit(const float* y, float rcp, float qclamp, char* out, i
   };
   int64_t i = begin;
   for (; i + 4 * n <= end; i += 4 * n) {
-    next.Second(i, i + 4 * n);
+    next.Step(i, i + 4 * n);
     StoreCodes4x1(enc(i), enc(i + n), enc(i + 2 * n), enc(i + 3 * n), out, i, stream);
   }
-  next.Second(i, end);
+  next.Step(i, end);
   for (; i + n <= end; i += n) StoreCodes<1>(enc(i), out, i, stream);
   if (i < end) {
     HWY_ALIGN char buf[kMaxLaneBytes];
@@ -113,16 +113,16 @@ HWY_INLINE void EncodeUnitAny(uint32_t amax, bool clamp, const float* y, float r
 }
 
 // The codes of a row of h elements (a multiple of Lanes) from enc(i), the codes of the vector at
-// element i: four vectors to a store, asking for the next row's second half as it goes.
+// element i: four vectors to a store, asking for the next row as it goes (NextRow::Step).
 template <class Enc>
 HWY_INLINE void StoreRowCodes(const Enc& enc, char* out, int64_t h, NextRow next, bool stream) {
   const int64_t n = int64_t(hn::Lanes(DF()));
   int64_t i = 0;
   for (; i + 4 * n <= h; i += 4 * n) {
-    next.Second(i, i + 4 * n);
+    next.Step(i, i + 4 * n);
     StoreCodes4x1(enc(i), enc(i + n), enc(i + 2 * n), enc(i + 3 * n), out, i, stream);
   }
-  next.Second(i, h);
+  next.Step(i, h);
   for (; i < h; i += n) StoreCodes<1>(enc(i), out, i, stream);
 }
 
@@ -185,13 +185,11 @@ HWY_NOINLINE void StaticRow(const char* x, const float* g, VF inv, float rcp_s, 
   };
   int64_t i = 0;
   for (; i + 4 * n <= h; i += 4 * n) {
-    next.First(i, i + 4 * n);
-    next.Second(i, i + 4 * n);
+    next.Step(i, i + 4 * n);
     StoreCodes4x1(enc(InT::Load(x, i), i), enc(InT::Load(x, i + n), i + n), enc(InT::Load(x, i + 2 * n), i + 2 * n),
                   enc(InT::Load(x, i + 3 * n), i + 3 * n), out, i, stream);
   }
-  next.First(i, h);
-  next.Second(i, h);
+  next.Step(i, h);
   for (; i + n <= h; i += n) StoreCodes<1>(enc(InT::Load(x, i), i), out, i, stream);
   if (i < h) {
     HWY_ALIGN char buf[kMaxLaneBytes];
@@ -309,7 +307,7 @@ void RmsnormQuantRowsT(const RmsnormQuantCall& c, int64_t row_begin, int64_t row
     if constexpr (InT::kDType != DType::kF16) {
       if (per_row_from_x) {
         // Per-row: the row's maximum, its scale, the codes from x again (no y buffer).
-        const uint32_t am = RowAbsMax<InT>(x, g, inv, h, next);
+        const uint32_t am = RowAbsMax<InT>(x, g, inv, h);
         const math::DynamicScale s = math::dynamic_scale(am, c.qmax, c.scale_ub, c.min_scale, c.scale_type);
         StoreScale(c, scale_row, 0, s.stored);
         if (!UnitFinite(am, s.r)) {
@@ -322,7 +320,7 @@ void RmsnormQuantRowsT(const RmsnormQuantCall& c, int64_t row_begin, int64_t row
         continue;
       }
       if (groups_from_x) {
-        YBlockMax<InT, false>(x, g, inv, nullptr, h, unit, amax, next);
+        YBlockMax<InT, false>(x, g, inv, nullptr, h, unit, amax);
         if (DynamicScalesF32<OutT>(amax, units, c.qmax, c.scale_ub, c.min_scale, stored, rcp)) {
           StoreGroupScalesF32(c, scale_row, stored, units);
           EncodeGroupsNoSatFromX<InT, OutT>(x, g, inv, rcp, __builtin_ctzll(uint64_t(unit)), out, h, next, stream);
@@ -334,8 +332,8 @@ void RmsnormQuantRowsT(const RmsnormQuantCall& c, int64_t row_begin, int64_t row
     // scales (independent divisions, which pipeline), then the codes.
     // Groups of at least a vector: Lanes groups' maxima reduced together (YBlockMax's tree), not
     // a horizontal max a group.
-    if (vector_groups) YBlockMax<InT>(x, g, inv, y, h, unit, amax, next);
-    else YAbsMaxUnits<InT>(x, g, inv, y, h, unit, amax, next);
+    if (vector_groups) YBlockMax<InT>(x, g, inv, y, h, unit, amax);
+    else YAbsMaxUnits<InT>(x, g, inv, y, h, unit, amax);
     bool no_sat = !clamp;  // every unit under EncodeUnitAny's EncodeUnit<OutT, true, false, false>
     int64_t k0 = 0;
     if (vector_groups && c.scale_type == math::ScaleType::kF32 && units >= n) {

@@ -290,17 +290,17 @@ HWY_INLINE VI AbsMaxAcc(VI m, VF y) {
   return hn::Max(m, hn::And(hn::BitCast(di, y), hn::Set(di, int32_t(math::kF32AbsMask))));
 }
 
-// Software prefetch (into L2) of the row(s) that the next row's first pass reads: the y pass
-// asks for the first half of their bytes and the encode pass for the second half, each in step
-// with its own progress over [0, h), so that the misses spread over the whole row and the first
-// pass of the next row finds its data in cache. Passes take it by value: a copy whose fields stay
+// Software prefetch (into L2) of the row(s) that the next row's first pass reads, asked for by the
+// row's last pass (the codes) in step with its progress over [0, h), so that the misses spread
+// over that pass and the next row's sum of squares finds its data in cache. (Half of them asked
+// for by the y pass and half by the codes' pass measured 2-18% slower on bf16 rows of 4096 and
+// 8192: docs/performance.md.) Passes take it by value: a copy whose fields stay
 // in registers (through a reference, any store of the pass's outputs might alias it, and its
 // fields were loaded again at every step).
 struct NextRow {
   const char* p0 = nullptr;  // the next row's input (null: nothing to prefetch)
   const char* p1 = nullptr;  // its residual, or null
   int64_t elem_bytes = 0;    // bytes per element of those rows
-  int64_t bytes = 0;         // bytes per row
   HWY_INLINE void Range(int64_t lo, int64_t hi) const {
     if (p0 == nullptr) return;
     for (int64_t b = (lo + 63) & ~int64_t(63); b < hi; b += 64) {
@@ -308,27 +308,21 @@ struct NextRow {
       if (p1 != nullptr) __builtin_prefetch(p1 + b, 0, 2);
     }
   }
-  // The pass has reached elements [i, j) of the current row (0 <= i <= j: shifts, not the
-  // divisions of signed values that the loops would otherwise pay at every step).
-  HWY_INLINE void First(int64_t i, int64_t j) const { Range((i * elem_bytes) >> 1, (j * elem_bytes) >> 1); }
-  HWY_INLINE void Second(int64_t i, int64_t j) const {
-    Range((bytes >> 1) + ((i * elem_bytes) >> 1), (bytes >> 1) + ((j * elem_bytes) >> 1));
-  }
+  // The codes' pass has reached elements [i, j) of the current row (0 <= i <= j).
+  HWY_INLINE void Step(int64_t i, int64_t j) const { Range(i * elem_bytes, j * elem_bytes); }
 };
 
 // y over [begin, end) into y[begin...] (lanes past `end` of the last vector: whatever (x * inv) * g
 // gives for x = g = 0); returns the max of bits(y) & 0x7FFFFFFF over [begin, end). !kStore: the
 // maximum only, y not written (y may be null).
 template <class InT, bool kStore = true>
-HWY_INLINE uint32_t YAbsMax(const char* x, const float* g, VF inv, float* y, int64_t begin, int64_t end,
-                            NextRow next) {
+HWY_INLINE uint32_t YAbsMax(const char* x, const float* g, VF inv, float* y, int64_t begin, int64_t end) {
   const DF df;
   const DI di;
   const int64_t n = int64_t(hn::Lanes(df));
   VI m0 = hn::Zero(di), m1 = hn::Zero(di);
   int64_t i = begin;
   for (; i + 2 * n <= end; i += 2 * n) {
-    next.First(i, i + 2 * n);
     const VF y0 = hn::Mul(hn::Mul(InT::Load(x, i), inv), hn::LoadU(df, g + i));
     const VF y1 = hn::Mul(hn::Mul(InT::Load(x, i + n), inv), hn::LoadU(df, g + i + n));
     if (kStore) {
@@ -351,16 +345,16 @@ HWY_INLINE uint32_t YAbsMax(const char* x, const float* g, VF inv, float* y, int
 // computed from x again, StaticRow): a y buffer beside x and gamma' (32 + 16 + 32 KiB at H 8192,
 // bf16 in) would not stay in L1.
 template <class InT>
-HWY_NOINLINE uint32_t RowAbsMax(const char* x, const float* g, VF inv, int64_t h, NextRow next) {
-  return YAbsMax<InT, false>(x, g, inv, nullptr, 0, h, next);
+HWY_NOINLINE uint32_t RowAbsMax(const char* x, const float* g, VF inv, int64_t h) {
+  return YAbsMax<InT, false>(x, g, inv, nullptr, 0, h);
 }
 
 // The y pass of a row in units of `unit` elements (the row, or its groups): y into y[0, h),
 // amax[k] = the max of bits(|y|) & 0x7FFFFFFF over unit k.
 template <class InT>
 HWY_NOINLINE void YAbsMaxUnits(const char* x, const float* g, VF inv, float* y, int64_t h, int64_t unit,
-                               uint32_t* amax, NextRow next) {
-  for (int64_t b = 0, k = 0; b < h; b += unit, ++k) amax[k] = YAbsMax<InT>(x, g, inv, y, b, b + unit, next);
+                               uint32_t* amax) {
+  for (int64_t b = 0, k = 0; b < h; b += unit, ++k) amax[k] = YAbsMax<InT>(x, g, inv, y, b, b + unit);
 }
 
 // A max tree's level: the max of lanes 2j and 2j+1 (of lo, then of hi).
@@ -375,8 +369,8 @@ HWY_INLINE VU PairMax(VU lo, VU hi) {
 // maxima in block order; blocks past the row are zero leaves. Integer maxima: order-free.
 // !kStore: the maxima only, y not written (y may be null).
 template <class InT, bool kStore = true>
-HWY_NOINLINE void YBlockMax(const char* x, const float* g, VF inv, float* y, int64_t h, int64_t block, uint32_t* amax,
-                            NextRow next) {
+HWY_NOINLINE void YBlockMax(const char* x, const float* g, VF inv, float* y, int64_t h, int64_t block,
+                            uint32_t* amax) {
   const DF df;
   const DU du;
   const DI di;
@@ -384,13 +378,9 @@ HWY_NOINLINE void YBlockMax(const char* x, const float* g, VF inv, float* y, int
   const int64_t n = int64_t(hn::Lanes(df));
   const int64_t blocks = h / block;
   const VI abs_mask = hn::Set(di, int32_t(math::kF32AbsMask));
-  // The next row's prefetches: a block's at its start where blocks are long (Lanes blocks' at
-  // once would be a burst of misses), else Lanes blocks' at once (not a call a short block).
-  const bool spread = block >= 4 * n;
   const auto leaf = [&](int64_t b) FN_LAMBDA_INLINE {
     VI m = hn::Zero(di);
     if (b >= blocks) return hn::BitCast(du, m);
-    if (spread) next.First(b * block, (b + 1) * block);
     for (int64_t i = b * block; i < (b + 1) * block; i += n) {
       const VF v = hn::Mul(hn::Mul(InT::Load(x, i), inv), hn::LoadU(df, g + i));
       if (kStore) hn::StoreU(v, df, y + i);
@@ -400,7 +390,6 @@ HWY_NOINLINE void YBlockMax(const char* x, const float* g, VF inv, float* y, int
   };
   // amax has room for a whole number of vectors (the caller pads it): the root goes there as is.
   for (int64_t b = 0; b < blocks; b += n) {
-    if (!spread) next.First(b * block, std::min(b + n, blocks) * block);
     if (n == kL) {
       hn::StoreU(PairTree<kL>(leaf, b, PairMax), du, amax + b);
     } else {  // a scalable target's fewer lanes: each block's lanes reduced on their own
@@ -434,7 +423,6 @@ HWY_INLINE const char* StartRow(const Call& c, int64_t r, float h_f, float* part
     next->p0 = row_ptr(c.lead, c.in, r + 1);
     next->p1 = c.res.data != nullptr ? row_ptr(c.lead, c.res, r + 1) : nullptr;
     next->elem_bytes = InT::kBytes;
-    next->bytes = c.h * InT::kBytes;
   }
   return NormRow<InT>(row_ptr(c.lead, c.in, r), c.res.data != nullptr ? row_ptr(c.lead, c.res, r) : nullptr,
                       c.norm == FUSEDNORM_NORM_RMS, c.h, h_f, c.eps, part, inv);
