@@ -293,8 +293,8 @@ HWY_INLINE VI AbsMaxAcc(VI m, VF y) {
 // Software prefetch (into L2) of the row(s) that the next row's first pass reads, asked for by the
 // row's last pass (the codes) in step with its progress over [0, h), so that the misses spread
 // over that pass and the next row's sum of squares finds its data in cache. (Half of them asked
-// for by the y pass and half by the codes' pass measured 2-18% slower on bf16 rows of 4096 and
-// 8192: docs/performance.md.) Passes take it by value: a copy whose fields stay
+// for by the y pass and half by the codes' pass measured up to 13% slower on bf16 rows of 4096
+// and 8192, f32 mixed: docs/performance.md.) Passes take it by value: a copy whose fields stay
 // in registers (through a reference, any store of the pass's outputs might alias it, and its
 // fields were loaded again at every step).
 struct NextRow {
