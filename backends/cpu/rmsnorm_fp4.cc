@@ -201,7 +201,7 @@ void RmsnormFp4RowsT(const RmsnormFp4Call& c, int64_t row_begin, int64_t row_end
   const bool gs_finite = (math::bits_of(gs) & math::kF32AbsMask) < math::kF32InfBits;
   // After the sum of squares, whole-row passes: y and the block maxima, the scales, the codes
   // (y in pieces of about 1024 elements kept in L1, the three passes called once a piece, measured
-  // 8-24% slower at H 8192 and 16384, bf16 and f32: docs/performance.md).
+  // 5-24% slower at H 8192 and 16384, bf16 and f32: docs/performance.md).
   for (int64_t r = row_begin; r < row_end; ++r) {
     char* out = row_ptr(c.lead, c.out, r);
     // Row-major scales go to the row's scale bytes directly; swizzled ones to swizzle_bytes first.
