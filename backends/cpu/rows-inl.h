@@ -367,10 +367,14 @@ HWY_INLINE VU PairMax(VU lo, VU hi) {
 // inside blocks (block >= Lanes). Lanes blocks at a time: each block's lane-wise max of its
 // vectors is a leaf of a PairMax tree (PairTree, rows-inl.h) whose root holds the Lanes blocks'
 // maxima in block order; blocks past the row are zero leaves. Integer maxima: order-free.
-// !kStore: the maxima only, y not written (y may be null).
-template <class InT, bool kStore = true>
-HWY_NOINLINE void YBlockMax(const char* x, const float* g, VF inv, float* y, int64_t h, int64_t block,
-                            uint32_t* amax) {
+// !kStore: the maxima only, y not written (y may be null). kVecs: vectors a block where known at
+// compile time, else 0 (a loop a leaf). Only blocks of one vector take 1 (NVFP4 on 16-lane
+// targets: a loop of one trip cost its control and alignment padding every vector: NVFP4 bf16 at
+// 4096 x 8192 13% faster, docs/results/cpu_ab_fp4_one_vector_leaf.txt); 2 (MXFP4 there) measured
+// 6-12% slower than the loop, and is not made.
+template <class InT, bool kStore, int kVecs>
+HWY_INLINE void YBlockMaxT(const char* x, const float* g, VF inv, float* y, int64_t h, int64_t block,
+                           uint32_t* amax) {
   const DF df;
   const DU du;
   const DI di;
@@ -378,13 +382,18 @@ HWY_NOINLINE void YBlockMax(const char* x, const float* g, VF inv, float* y, int
   const int64_t n = int64_t(hn::Lanes(df));
   const int64_t blocks = h / block;
   const VI abs_mask = hn::Set(di, int32_t(math::kF32AbsMask));
+  const auto one = [&](int64_t i, VI m) FN_LAMBDA_INLINE {
+    const VF v = hn::Mul(hn::Mul(InT::Load(x, i), inv), hn::LoadU(df, g + i));
+    if (kStore) hn::StoreU(v, df, y + i);
+    return hn::Max(m, hn::And(hn::BitCast(di, v), abs_mask));
+  };
   const auto leaf = [&](int64_t b) FN_LAMBDA_INLINE {
     VI m = hn::Zero(di);
     if (b >= blocks) return hn::BitCast(du, m);
-    for (int64_t i = b * block; i < (b + 1) * block; i += n) {
-      const VF v = hn::Mul(hn::Mul(InT::Load(x, i), inv), hn::LoadU(df, g + i));
-      if (kStore) hn::StoreU(v, df, y + i);
-      m = hn::Max(m, hn::And(hn::BitCast(di, v), abs_mask));
+    if constexpr (kVecs > 0) {
+      for (int k = 0; k < kVecs; ++k) m = one(b * block + k * n, m);
+    } else {
+      for (int64_t i = b * block; i < (b + 1) * block; i += n) m = one(i, m);
     }
     return hn::BitCast(du, m);
   };
@@ -396,6 +405,12 @@ HWY_NOINLINE void YBlockMax(const char* x, const float* g, VF inv, float* y, int
       for (int64_t k = 0; k < n; ++k) amax[b + k] = hn::GetLane(hn::MaxOfLanes(du, leaf(b + k)));
     }
   }
+}
+template <class InT, bool kStore = true>
+HWY_NOINLINE void YBlockMax(const char* x, const float* g, VF inv, float* y, int64_t h, int64_t block,
+                            uint32_t* amax) {
+  if (block == int64_t(hn::Lanes(DF()))) return YBlockMaxT<InT, kStore, 1>(x, g, inv, y, h, block, amax);
+  YBlockMaxT<InT, kStore, 0>(x, g, inv, y, h, block, amax);
 }
 
 // The start of a normalized row: with a residual, x = in + res rounded to the input dtype and
