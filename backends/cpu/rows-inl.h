@@ -74,6 +74,17 @@ struct In {
   // Rounds v to the dtype, stores the codes, returns the rounded value as f32.
   static HWY_INLINE VF RoundStore(VF v, char* row, int64_t i, int64_t end) {
     const int64_t n = int64_t(hn::Lanes(DF()));
+#if defined(FN_F16C)
+    if (kType == DType::kF16) {  // the packed codes stored and converted back (simd_math-inl.h)
+      const auto h = EncodeF16Packed(v);
+      if (i + n <= end) {
+        memcpy(row + i * kBytes, &h, sizeof h);
+      } else {
+        memcpy(row + i * kBytes, &h, size_t((end - i) * kBytes));
+      }
+      return DecodeF16Packed(h);
+    }
+#endif
     const VU code = Encode(v);
     if (i + n <= end) {
       StoreCodes<kBytes>(code, row, i);
@@ -98,6 +109,19 @@ struct In {
       const __m512i w = _mm512_permutex2var_epi16(EncodeBF16High(v0).raw, idx, EncodeBF16High(v1).raw);
       const hn::Full512<uint16_t> d16;
       StoreHint(hn::Vec512<uint16_t>{w}, d16, reinterpret_cast<uint16_t*>(row) + i, stream);
+      return;
+    }
+#endif
+#if defined(FN_F16C) && HWY_TARGET <= HWY_AVX3
+    if (kType == DType::kF16) {
+      const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(EncodeF16Packed(v0)), EncodeF16Packed(v1), 1);
+      StoreHint(hn::Vec512<uint16_t>{w}, hn::Full512<uint16_t>(), reinterpret_cast<uint16_t*>(row) + i, stream);
+      return;
+    }
+#elif defined(FN_F16C)
+    if (kType == DType::kF16) {
+      const __m256i w = _mm256_set_m128i(EncodeF16Packed(v1), EncodeF16Packed(v0));
+      StoreHint(hn::Vec256<uint16_t>{w}, hn::Full256<uint16_t>(), reinterpret_cast<uint16_t*>(row) + i, stream);
       return;
     }
 #endif

@@ -111,7 +111,8 @@ HWY_INLINE VU EncodeMini(VF v) {
   return Sel(GtS(a, math::kF32InfBits), nan, EncodeMiniNoNaN<F>(v));
 }
 
-// The f16 conversions below are a dozen vector operations each. On the emulated target (EMU128,
+// The f16 conversions below are a dozen vector operations each (x86 with F16C takes the hardware
+// conversions instead: FN_F16C below). On the emulated target (EMU128,
 // the fallback of CPUs without SSSE3: every operation a loop over 4 lanes) they are compiled out of
 // line, once, instead of inlined into every unrolled load and store of the row loops: inlined,
 // clang's ASan + UBSan build of the f16 rmsnorm_quant unit spent 163 of its 190 s of function
@@ -124,8 +125,69 @@ HWY_INLINE VU EncodeMini(VF v) {
 #define FN_F16_CONVERT HWY_INLINE
 #endif
 
+// x86 with F16C (Highway's AVX2 and AVX3 targets): f16 codes to f32 by the hardware conversion,
+// exact for every code but a signaling NaN, which it quiets (sets bit 22); decode_f16 keeps the
+// code's quiet bit (bit 9) in bit 22, so NaN lanes take bit 22 from the code shifted left by 13.
+// Proven equal to decode_f16 for all 65536 codes on every target (tests/unit/math_test.cc,
+// "decoders"). Three to five operations where DecodeF16 takes about a dozen.
+#undef FN_F16C
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2 && !defined(HWY_DISABLE_F16C)
+#define FN_F16C 1
+#if HWY_TARGET <= HWY_AVX3
+HWY_INLINE VF DecodeF16Packed(__m256i h) {
+  // (The zero-masking forms with every lane set: the plain ones start from GCC's undefined
+  // vector, which its -Wmaybe-uninitialized reports.)
+  const __m512 v = _mm512_maskz_cvtph_ps(0xFFFF, h);
+  const __m512i q = _mm512_maskz_slli_epi32(0xFFFF, _mm512_maskz_cvtepu16_epi32(0xFFFF, h), 13);
+  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  // bit select: bit 22 from q, the others from v (0xD8: c ? b : a), in the NaN lanes only
+  return VF{_mm512_castsi512_ps(
+      _mm512_mask_ternarylogic_epi32(_mm512_castps_si512(v), nan, q, _mm512_set1_epi32(0x400000), 0xD8))};
+}
+#else
+HWY_INLINE VF DecodeF16Packed(__m128i h) {
+  const __m256 v = _mm256_cvtph_ps(h);
+  const __m256i q = _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 13);
+  const __m256i m = _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)), _mm256_set1_epi32(0x400000));
+  const __m256i vi = _mm256_castps_si256(v);
+  return VF{_mm256_castsi256_ps(_mm256_xor_si256(vi, _mm256_and_si256(_mm256_xor_si256(vi, q), m)))};
+}
+#endif
+#endif
+
+// rn to f16 of every lane, with every NaN the canonical 0x7E00 (encode_f16<false>), as packed
+// 16-bit codes: the hardware conversion (round to nearest even, overflow to Inf, subnormal results
+// rounded once: IEEE's rounding, as encode_f16's) with the NaN lanes replaced. Its NaN results
+// keep the sign and the top payload bits and are quiet, as encode_f16<true>'s (EncodeF16 below).
+// EncodeF16<true> is proven equal to encode_f16<true> for all 2^32 f32 inputs on every target (the
+// exhaustive sweep's f16 casts); EncodeF16Packed differs from it only in the NaN lanes (an
+// unordered compare: exactly those), which take encode_f16<false>'s 0x7E00. The rounding is the
+// conversion's own (imm8), not MXCSR's; like every vector operation here it assumes the default
+// floating-point environment (no flush to zero).
+#if defined(FN_F16C) && HWY_TARGET <= HWY_AVX3
+constexpr int kF16Rne = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+HWY_INLINE __m256i EncodeF16PackedAny(VF v) { return _mm512_maskz_cvtps_ph(0xFFFF, v.raw, kF16Rne); }
+HWY_INLINE __m256i EncodeF16Packed(VF v) {
+  return _mm256_mask_mov_epi16(EncodeF16PackedAny(v), _mm512_cmp_ps_mask(v.raw, v.raw, _CMP_UNORD_Q),
+                               _mm256_set1_epi16(0x7E00));
+}
+HWY_INLINE VU WidenF16Codes(__m256i h) { return VU{_mm512_maskz_cvtepu16_epi32(0xFFFF, h)}; }
+#elif defined(FN_F16C)
+constexpr int kF16Rne = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+HWY_INLINE __m128i EncodeF16PackedAny(VF v) { return _mm256_cvtps_ph(v.raw, kF16Rne); }
+HWY_INLINE __m128i EncodeF16Packed(VF v) {
+  const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v.raw, v.raw, _CMP_UNORD_Q));
+  const __m128i nan16 = _mm_packs_epi32(_mm256_castsi256_si128(nan), _mm256_extracti128_si256(nan, 1));
+  return _mm_blendv_epi8(EncodeF16PackedAny(v), _mm_set1_epi16(0x7E00), nan16);
+}
+HWY_INLINE VU WidenF16Codes(__m128i h) { return VU{_mm256_cvtepu16_epi32(h)}; }
+#endif
+
 template <bool kKeepNanSign>
 FN_F16_CONVERT VU EncodeF16(VF v) {
+#if defined(FN_F16C)
+  return WidenF16Codes(kKeepNanSign ? EncodeF16PackedAny(v) : EncodeF16Packed(v));
+#else
   const DF df;
   const DU du;
   const VU u = hn::BitCast(du, v);
@@ -140,6 +202,7 @@ FN_F16_CONVERT VU EncodeF16(VF v) {
   const VU nan = kKeepNanSign ? hn::Or(hn::Or(sign, SetU(0x7E00u)), hn::And(hn::ShiftRight<13>(a), SetU(0x3FFu)))
                               : SetU(0x7E00u);
   return Sel(GtS(a, math::kF32InfBits), nan, code);
+#endif
 }
 
 // The bf16 code (canonical NaN) of each lane in its high 16 bits; the low 16 bits are not zero.
@@ -244,7 +307,15 @@ struct BF16Tag {};
 
 template <>
 struct InputLoader<F16Tag> {
-  static HWY_INLINE VF Load(const char* row, int64_t i) { return DecodeF16(LoadU16AsU32(row, i)); }
+  static HWY_INLINE VF Load(const char* row, int64_t i) {
+#if defined(FN_F16C) && HWY_TARGET <= HWY_AVX3
+    return DecodeF16Packed(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * i)));
+#elif defined(FN_F16C)
+    return DecodeF16Packed(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
+#else
+    return DecodeF16(LoadU16AsU32(row, i));
+#endif
+  }
 };
 template <>
 struct InputLoader<BF16Tag> {

@@ -242,10 +242,16 @@ TEST_CASE("decoders: every code, the shared math and fusednorm_cast on every tar
     for_each_target([&](int64_t) {
       HostTensor dst(DType::kF32, {n});
       REQUIRE(fusednorm_cast(src.dl(), dst.dl(), nullptr, nullptr) == FUSEDNORM_SUCCESS);
-      for (int64_t c = 0; c < n; ++c)
+      for (int64_t c = 0; c < n; ++c) {
         if (!same_value(dst.get(0, c), spec_value_of(d.type, uint32_t(c)), signed_nan))
           FAIL_CHECK(d.name << " code " << c << ": cast gives 0x" << std::hex << dst.code(0, c) << ", the spec "
                             << spec_value_of(d.type, uint32_t(c)));
+        // The vector loaders give the shared decoder's bits, NaN payloads and quiet bits included
+        // (the f16 loader's hardware conversion, which quiets signaling NaNs, is mended).
+        if (dst.code(0, c) != math::bits_of(decode(d.type, uint32_t(c))))
+          FAIL_CHECK(d.name << " code " << c << ": cast gives 0x" << std::hex << dst.code(0, c)
+                            << ", the shared decoder 0x" << math::bits_of(decode(d.type, uint32_t(c))));
+      }
     });
   }
 }
