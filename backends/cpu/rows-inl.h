@@ -77,11 +77,7 @@ struct In {
 #if defined(FN_F16C)
     if (kType == DType::kF16) {  // the packed codes stored and converted back (simd_math-inl.h)
       const auto h = EncodeF16Packed(v);
-      if (i + n <= end) {
-        memcpy(row + i * kBytes, &h, sizeof h);
-      } else {
-        memcpy(row + i * kBytes, &h, size_t((end - i) * kBytes));
-      }
+      memcpy(row + i * kBytes, &h, size_t((std::min(end, i + n) - i) * kBytes));
       return DecodeF16Packed(h);
     }
 #endif

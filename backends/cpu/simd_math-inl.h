@@ -164,8 +164,10 @@ HWY_INLINE VF DecodeF16Packed(__m128i h) {
 // unordered compare: exactly those), which take encode_f16<false>'s 0x7E00. The rounding is the
 // conversion's own (imm8), not MXCSR's; like every vector operation here it assumes the default
 // floating-point environment (no flush to zero).
-#if defined(FN_F16C) && HWY_TARGET <= HWY_AVX3
+#if defined(FN_F16C)
 constexpr int kF16Rne = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+#endif
+#if defined(FN_F16C) && HWY_TARGET <= HWY_AVX3
 HWY_INLINE __m256i EncodeF16PackedAny(VF v) { return _mm512_maskz_cvtps_ph(0xFFFF, v.raw, kF16Rne); }
 HWY_INLINE __m256i EncodeF16Packed(VF v) {
   return _mm256_mask_mov_epi16(EncodeF16PackedAny(v), _mm512_cmp_ps_mask(v.raw, v.raw, _CMP_UNORD_Q),
@@ -173,7 +175,6 @@ HWY_INLINE __m256i EncodeF16Packed(VF v) {
 }
 HWY_INLINE VU WidenF16Codes(__m256i h) { return VU{_mm512_maskz_cvtepu16_epi32(0xFFFF, h)}; }
 #elif defined(FN_F16C)
-constexpr int kF16Rne = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
 HWY_INLINE __m128i EncodeF16PackedAny(VF v) { return _mm256_cvtps_ph(v.raw, kF16Rne); }
 HWY_INLINE __m128i EncodeF16Packed(VF v) {
   const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v.raw, v.raw, _CMP_UNORD_Q));
