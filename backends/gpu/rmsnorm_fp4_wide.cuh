@@ -36,7 +36,11 @@ constexpr int kFp4WideVec = 16;    // elements a thread owns in a step
 // registers a thread).
 constexpr int kFp4WideSteps = 4;
 constexpr int kFp4WideMaxSteps = 8;
-constexpr int kFp4WideRegs = 64;  // register cap of the 4-step build: four blocks of 256 threads an SM (48 spills)
+// Register cap of the 4-step build: 80, three blocks of 256 threads an SM. With the next row's
+// inputs loaded during this row's steps (below), 64 (four blocks) spilled 52-104 bytes and ran
+// 10% slower than the build without the early loads; 80 runs 14% faster than it (H100,
+// docs/performance.md).
+constexpr int kFp4WideRegs = 80;
 
 // Bytes of the weight table: g = w + offset of a row, 16 floats a thread and step (H floats), and
 // one 16-byte slot of padding a thread (P / 16 threads a row).
@@ -95,13 +99,22 @@ __global__ void FN_KERNEL_BOUNDS(kRowThreads, kS <= 4 ? kFp4WideRegs : 128)
   }
   __syncthreads();
 
+  // Without a residual, the next row's inputs are loaded into the registers that each step frees
+  // (raw[s], after step s's stores), so that they are on their way while this row is encoded: the
+  // loads at the start of a row left the warps waiting on them (Nsight Compute: long-scoreboard
+  // stalls 5.9 of the 13 cycles between a warp's issues). The next row's L2 prefetch stays one row
+  // ahead (two rows ahead measured slower: more DRAM traffic, the prefetched lines evicted).
+  const bool preload = c.res.data == nullptr;
+  const int64_t row_stride = int64_t(gridDim.x) * R;
+  uint32_t raw[kS][kW];
+  bool loaded = false;  // raw holds this row's inputs
   int parity = 0;
-  for (int64_t first = int64_t(blockIdx.x) * R; first < all_rows; first += int64_t(gridDim.x) * R, parity ^= 1) {
+  for (int64_t first = int64_t(blockIdx.x) * R; first < all_rows; first += row_stride, parity ^= 1) {
     const int64_t row = first + rib;
     const bool real = row < rows;
     int tl = t;
     gpu_launder(tl);  // offsets from t computed in the loop, not kept across it
-    const int64_t next = row + int64_t(gridDim.x) * R;
+    const int64_t next = row + row_stride;
 #if FN_CUDA_ARCH >= 900
     if (next < rows && tl == 0) {
 #else
@@ -113,13 +126,17 @@ __global__ void FN_KERNEL_BOUNDS(kRowThreads, kS <= 4 ? kFp4WideRegs : 128)
     // 1. x as 16-bit words (with the residual sum, rounded and written back). A row past the
     // tensor (the last round of rows, a swizzled layout's padding rows) reads row 0 and writes
     // nothing: its threads still take part in the barriers and shuffles.
-    uint32_t raw[kS][kW];
     const int64_t crow = real ? row : 0;
     const int32_t e0 = kV * tl;  // element offset of step 0; step s adds s * P
-    const char* in_p = c.in.data + crow * c.in.strides[0] + e0 * In::kBytes;
+    if (!loaded) {
+      const char* in_p = c.in.data + crow * c.in.strides[0] + e0 * In::kBytes;
 #pragma unroll
-    for (int s = 0; s < kS; ++s)
-      if (s < S) load_vec<In::kBytes, kV, true>(in_p + s * P * In::kBytes, 0, 0, kVectors, raw[s]);
+      for (int s = 0; s < kS; ++s)
+        if (s < S) load_vec<In::kBytes, kV, true>(in_p + s * P * In::kBytes, 0, 0, kVectors, raw[s]);
+    }
+    // The next round's row of these threads (row 0 past the tensor, as above), if there is a round.
+    const bool load_next = preload && first + row_stride < all_rows;
+    const char* next_p = c.in.data + (next < rows ? next : 0) * c.in.strides[0] + e0 * In::kBytes;
     if (c.res.data != nullptr && real) {
       char* res_p = c.res.data + row * c.res.strides[0] + e0 * In::kBytes;
 #pragma unroll
@@ -198,12 +215,29 @@ __global__ void FN_KERNEL_BOUNDS(kRowThreads, kS <= 4 ? kFp4WideRegs : 128)
         hi = pack_fp4<kV / 2>(y + kV / 2, bs.r, num, false);
       }
       if (real) FN_STORE_GLOBAL(reinterpret_cast<uint2*>(out_p + s * (P / 2)), make_uint2(lo, hi));
+      // Step s of the next row into raw[s], after this step's stores: coherent loads (L2, not L1,
+      // on CUDA), which the compiler may not move above stores it cannot tell apart from theirs,
+      // so the registers they fill are raw[s]'s, free by now (read-only loads placed where y is
+      // made were hoisted, and spilled even at 80 registers).
+      if (load_next) {
+#if FN_CUDA_ARCH > 0
+        const uint4* q = reinterpret_cast<const uint4*>(next_p + s * P * In::kBytes);
+#pragma unroll
+        for (int i = 0; i < kW / 4; ++i) {
+          const uint4 v = __ldcg(q + i);
+          raw[s][4 * i] = v.x; raw[s][4 * i + 1] = v.y; raw[s][4 * i + 2] = v.z; raw[s][4 * i + 3] = v.w;
+        }
+#else
+        load_vec<In::kBytes, kV, true>(next_p + s * P * In::kBytes, 0, 0, kVectors, raw[s]);
+#endif
+      }
     }
     // A swizzled layout's padding: blocks past H/block of a real row, every block of a padding row.
     if (c.swizzled && row < all_rows) {
       for (int64_t k = (real ? blocks : 0) + t; k < 4 * c.swizzle_tiles; k += T)
         c.scales.data[math::fp4_swizzled_offset(row, k, c.swizzle_tiles)] = 0;
     }
+    loaded = load_next;
   }
 }
 
